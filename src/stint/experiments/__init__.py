@@ -1,0 +1,1 @@
+"""Paper reproductions: one command per figure."""

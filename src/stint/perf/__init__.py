@@ -1,0 +1,1 @@
+"""Performance models: how fast a job trains on an allocation."""

@@ -1,0 +1,1 @@
+"""Placement: from worker counts to concrete nodes."""

@@ -1,0 +1,83 @@
+"""The policy interface shared by the simulator and the live control plane.
+
+A policy is a function of a read-only snapshot that returns a ``Plan`` (STYLE principle 1): no I/O,
+no clock (``view.now`` is the time), no import of ``stint.sim`` or ``stint.runtime``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, Sequence
+
+from stint.model.allocation import Allocation, Plan
+from stint.model.cluster import Cluster
+from stint.model.job import JobSpec
+
+
+class Phase(StrEnum):
+    """Where an active job is, as a policy sees it."""
+
+    QUEUED = "queued"  # arrived, never run
+    RUNNING = "running"  # has an allocation (possibly still starting)
+    PAUSED = "paused"  # ran before, preempted, waiting to resume
+
+
+@dataclass(slots=True)
+class JobStatus:
+    """An active job's progress. Owned and updated by the mechanism; policies must only read it.
+
+    ``work_done`` is in the job's work units; ``attained_gpu_s`` is GPU-seconds received so far
+    (Tiresias' 2D attained service); ``last_change_s`` is when the allocation last changed.
+    """
+
+    spec: JobSpec
+    phase: Phase = Phase.QUEUED
+    allocation: Allocation = Allocation()
+    work_done: float = 0.0
+    attained_gpu_s: float = 0.0
+    first_start_s: float | None = None
+    last_change_s: float = 0.0
+    preemptions: int = 0
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def remaining_work(self) -> float:
+        return max(0.0, self.spec.work - self.work_done)
+
+
+class PerfModel(Protocol):
+    """How fast a job trains on an allocation, in its work units per second."""
+
+    def rate(self, spec: JobSpec, allocation: Allocation) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What a policy sees: the time, the cluster, the active jobs in arrival order, free GPUs.
+
+    ``free_gpus[i]`` is node i's GPUs not held by any job in ``jobs``. ``jobs`` is a live
+    read-only sequence; ``changed`` lists the ids of jobs that arrived or finished since the last
+    call, so incremental policies need not rescan everything.
+    """
+
+    now: float
+    cluster: Cluster
+    jobs: Sequence[JobStatus]
+    free_gpus: Sequence[int]
+    perf: PerfModel
+    changed: Sequence[str] = ()
+
+
+class Policy(Protocol):
+    """A scheduling policy. ``tick_s`` is the period of its slot ticks, or None if event-driven."""
+
+    name: str
+    tick_s: float | None
+
+    def plan(self, view: ClusterView) -> Plan:
+        """Decide allocations (and admissions) at ``view.now``."""
+        ...

@@ -1,0 +1,1 @@
+"""Tables and plots shared by sim and serve."""

@@ -1,0 +1,1 @@
+"""Live control plane: store, API, controller (reconcile loop), executors."""

@@ -1,0 +1,1 @@
+"""Simulator: event engine, mechanism cost model, metrics, trace readers and generators."""

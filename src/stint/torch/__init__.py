@@ -1,0 +1,1 @@
+"""stint.torch: the training SDK (resumable state, consistent checkpoints, elastic ranks)."""

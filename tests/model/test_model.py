@@ -1,0 +1,83 @@
+import pytest
+
+from stint.model import EMPTY, Allocation, Cluster, JobSpec, Plan, Resources, SigmoidUtility
+from stint.policies import available, make
+from stint.policies.registry import UnknownPolicyError
+from stint.reconcile import ActionKind, classify, reconcile
+
+
+def test_resources_fit_and_copies():
+    cap = Resources(gpu=4, cpu=32, mem_gb=256)
+    demand = Resources(gpu=1, cpu=10, mem_gb=8)
+    # cpu is the binding resource: 32 // 10 = 3 copies
+    assert demand.max_copies_in(cap) == 3
+    assert demand.scaled(3).fits_in(cap)
+    assert not demand.scaled(4).fits_in(cap)
+
+
+def test_jobspec_rejects_inconsistent_worker_bounds():
+    with pytest.raises(ValueError, match="min_workers"):
+        JobSpec("j", 0.0, 10.0, requested_workers=2, min_workers=3, max_workers=4)
+    with pytest.raises(ValueError, match="work must be positive"):
+        JobSpec("j", 0.0, 0.0)
+
+
+def test_cluster_uniform_and_lookup():
+    c = Cluster.uniform(3, 4)
+    assert c.total_gpus == 12
+    assert c.index_of("node-2") == 2
+    with pytest.raises(KeyError, match="node-9"):
+        c.index_of("node-9")
+    with pytest.raises(ValueError):
+        Cluster.uniform(0, 4)
+
+
+def test_sigmoid_utility_is_half_at_target_and_non_increasing():
+    f = SigmoidUtility(gamma1=10, gamma2=1.0, gamma3=5, slot_s=60)
+    assert f(5 * 60) == pytest.approx(5.0)
+    values = [f(t) for t in range(0, 3600, 60)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert f(1e9) == 0.0  # no overflow far past the target
+
+
+def test_allocation_of_drops_zero_counts_and_sorts():
+    a = Allocation.of({3: 2, 1: 1, 2: 0})
+    assert a.workers == ((1, 1), (3, 2))
+    assert a.num_workers == 3 and a.num_nodes == 2
+    assert not EMPTY
+
+
+@pytest.mark.parametrize(
+    "before, after, has_run, expected",
+    [
+        (EMPTY, Allocation.of({0: 2}), False, ActionKind.START),
+        (EMPTY, Allocation.of({0: 2}), True, ActionKind.RESUME),
+        (Allocation.of({0: 2}), EMPTY, True, ActionKind.PREEMPT),
+        (Allocation.of({0: 2}), Allocation.of({0: 4}), True, ActionKind.RESIZE),
+        (Allocation.of({0: 2}), Allocation.of({1: 2}), True, ActionKind.MIGRATE),
+        (Allocation.of({0: 2}), Allocation.of({0: 2}), True, None),
+    ],
+)
+def test_classify(before, after, has_run, expected):
+    assert classify(before, after, has_run) is expected
+
+
+def test_reconcile_orders_preemptions_before_starts():
+    current = {"a": Allocation.of({0: 4}), "b": EMPTY, "c": Allocation.of({1: 4})}
+    plan = Plan(
+        allocations={"b": Allocation.of({0: 4}), "a": EMPTY, "c": Allocation.of({1: 2})},
+        reject={},
+    )
+    actions = reconcile(plan, current, {"a": True, "b": False, "c": True})
+    assert [(x.kind, x.job_id) for x in actions] == [
+        (ActionKind.PREEMPT, "a"),
+        (ActionKind.RESIZE, "c"),
+        (ActionKind.START, "b"),
+    ]
+
+
+def test_unknown_policy_lists_valid_ones():
+    with pytest.raises(UnknownPolicyError) as err:
+        make("no-such-policy")
+    for name in available():
+        assert name in str(err.value)
