@@ -77,6 +77,7 @@ class WorkerLaunch:
     ckpt_dir: str
     log_path: str  # stdout+stderr of the worker (appended; several ranks may share one file)
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None  # working directory of the command; None = the executor's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))

@@ -1,0 +1,113 @@
+"""The local executor: every worker is a process on this machine, on a virtual node.
+
+``LocalExecutor(state_dir, nodes=N, gpus_per_node=G)`` offers N nodes named ``node-0`` ..
+``node-{N-1}`` (as ``model.Cluster.uniform`` names them) with G accelerator slots each; a worker's
+slots reach it as ``CUDA_VISIBLE_DEVICES``, so the same code drives real GPUs. Each worker runs under
+its own supervisor (``shim.py``), started in a new session (so its own process group) and detached
+from the controller: the controller may be SIGKILLed and restarted, and a new ``LocalExecutor`` on
+the same ``state_dir`` re-adopts every worker. Liveness is checked by pid *and* kernel start time,
+so a recycled pid is never mistaken for a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from stint.runtime.executor.base import TERM_GRACE_S, NodeInfo, WorkerLaunch
+from stint.runtime.executor.shim import proc_start_ticks, read_json, write_json_atomic
+from stint.runtime.executor.supervised import (
+    PENDING_TIMEOUT_S,
+    SHIM_PATH,
+    SupervisedExecutor,
+)
+
+
+class LocalExecutor(SupervisedExecutor):
+    """Workers as local processes on ``nodes`` virtual nodes of ``gpus_per_node`` slots."""
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        nodes: int = 1,
+        gpus_per_node: int = 1,
+        python: str = sys.executable,
+        term_grace_s: float = TERM_GRACE_S,
+    ) -> None:
+        if nodes < 1 or gpus_per_node < 1:
+            raise ValueError(
+                f"local executor needs nodes >= 1 and gpus_per_node >= 1 "
+                f"(got nodes={nodes}, gpus_per_node={gpus_per_node})"
+            )
+        node_list = [NodeInfo(f"node-{i}", gpus_per_node) for i in range(nodes)]
+        super().__init__(state_dir, node_list, term_grace_s)
+        self.python = python
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
+        Path(w.log_path).parent.mkdir(parents=True, exist_ok=True)
+        argv = [self.python, SHIM_PATH, "--dir", str(attempt_dir), "--rank", str(w.rank), "--"]
+        with open(w.log_path, "ab") as log:
+            p = subprocess.Popen(
+                [*argv, *w.command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=w.cwd,
+                start_new_session=True,  # own process group; survives the controller
+                close_fds=True,
+            )
+        self._children.append(p)
+        # The supervisor writes the same record itself; writing it here too closes the window
+        # in which a crash of the controller would leave a running rank without a pid file.
+        write_json_atomic(
+            str(attempt_dir / f"rank-{w.rank}.pid"),
+            {"pid": p.pid, "start": proc_start_ticks(p.pid)},
+        )
+
+    def _is_alive(self, w: WorkerLaunch, attempt_dir: Path, launched_at: float) -> bool | None:
+        rec = read_json(str(attempt_dir / f"rank-{w.rank}.pid"))
+        if rec is None:
+            if time.time() - launched_at < PENDING_TIMEOUT_S:
+                return None
+            return self._adopt_orphan(w, attempt_dir)
+        return rec["start"] is not None and proc_start_ticks(rec["pid"]) == rec["start"]
+
+    def _signal(self, w: WorkerLaunch, attempt_dir: Path, sig: int) -> None:
+        rec = read_json(str(attempt_dir / f"rank-{w.rank}.pid"))
+        if rec is None or proc_start_ticks(rec["pid"]) != rec["start"]:
+            return
+        try:
+            os.kill(rec["pid"], sig)
+        except ProcessLookupError:
+            pass
+
+    def _reap(self) -> None:
+        self._children = [p for p in self._children if p.poll() is None]
+
+    def _adopt_orphan(self, w: WorkerLaunch, attempt_dir: Path) -> bool:
+        """Find this rank's supervisor by the token in its environment; record its pid if found."""
+        needle = f"STINT_SHIM_TOKEN={self._token(w)}\0".encode()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read():
+                        continue
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    if SHIM_PATH.encode() not in f.read():
+                        continue  # the worker itself inherits the token; we want its supervisor
+            except OSError:
+                continue
+            pid = int(entry.name)
+            write_json_atomic(
+                str(attempt_dir / f"rank-{w.rank}.pid"),
+                {"pid": pid, "start": proc_start_ticks(pid)},
+            )
+            return True
+        return False

@@ -1,0 +1,93 @@
+"""Builders and waits shared by the executor tests (real processes; no mocks)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from stint.runtime.executor import JobExit, WorkerLaunch
+
+PY = sys.executable
+
+# Worker scripts. Each one that needs to be signalled writes "<rank>.ready" into its checkpoint
+# directory once its handlers are installed, so a test never races the worker's startup.
+READY = (
+    "import os, pathlib\n"
+    "def ready():\n"
+    "    d = pathlib.Path(os.environ['STINT_CKPT_DIR'])\n"
+    "    d.mkdir(parents=True, exist_ok=True)\n"
+    "    (d / (os.environ['RANK'] + '.ready')).touch()\n"
+)
+
+TRAP_USR1 = READY + (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75))\n"
+    "ready()\n"
+    "while True: time.sleep(0.05)\n"
+)
+NO_SDK_SLEEP = READY + "import time\nready()\ntime.sleep(600)\n"
+IGNORE_ALL = READY + (
+    "import signal, time\n"
+    "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "ready()\n"
+    "while True: time.sleep(0.05)\n"
+)
+
+
+def gang(
+    tmp: Path,
+    job: str,
+    code: str,
+    n: int = 1,
+    attempt: int = 0,
+    nodes: Sequence[str] = ("node-0",),
+    slot0: int = 0,
+    logical: int | None = None,
+) -> list[WorkerLaunch]:
+    """``n`` workers running ``python -c code``, round-robin over ``nodes``, one slot each."""
+    return [
+        WorkerLaunch(
+            job_id=job,
+            attempt=attempt,
+            rank=r,
+            world_size=n,
+            logical_world_size=logical or n,
+            node=nodes[r % len(nodes)],
+            slots=(slot0 + r // len(nodes),),
+            command=[PY, "-c", code],
+            ckpt_dir=str(tmp / "ckpt" / job),
+            log_path=str(tmp / "logs" / f"{job}.log"),
+        )
+        for r in range(n)
+    ]
+
+
+def wait_for(pred: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_ready(tmp: Path, job: str, n: int = 1) -> None:
+    d = tmp / "ckpt" / job
+    wait_for(lambda: all((d / f"{r}.ready").exists() for r in range(n)), what=f"{job} ready")
+
+
+def wait_exit(ex: object, job: str, timeout: float = 30.0) -> JobExit:
+    """Poll until ``job`` is reported; fail if any exit is reported twice meanwhile."""
+    found: list[JobExit] = []
+
+    def step() -> bool:
+        for e in ex.poll():  # type: ignore[attr-defined]
+            if e.job_id == job:
+                found.append(e)
+        return bool(found)
+
+    wait_for(step, timeout, what=f"exit of {job}")
+    assert len(found) == 1
+    return found[0]

@@ -1,0 +1,228 @@
+"""The executor contract, exercised with real worker processes (run against every backend)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import MakeExecutor
+from exec_helpers import (
+    IGNORE_ALL,
+    NO_SDK_SLEEP,
+    READY,
+    TRAP_USR1,
+    gang,
+    wait_exit,
+    wait_for,
+    wait_ready,
+)
+
+from stint.runtime.executor import ExecutorError, Outcome
+
+DUMP_ENV = (
+    "import json, os\n"
+    "keys = [k for k in os.environ if k.startswith('STINT_') or k in "
+    "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES')]\n"
+    "os.makedirs(os.environ['STINT_CKPT_DIR'], exist_ok=True)\n"
+    "path = os.path.join(os.environ['STINT_CKPT_DIR'], 'env-' + os.environ['RANK'] + '.json')\n"
+    "json.dump({k: os.environ[k] for k in keys}, open(path, 'w'))\n"
+    "print('hello from rank', os.environ['RANK'], flush=True)\n"
+)
+
+
+def test_success_sets_the_environment_and_captures_logs(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    # 3 ranks round-robin over 2 nodes: ranks 0 and 2 on node-0 (slots 0 and 1), rank 1 on node-1.
+    ws = gang(tmp_path, "ok", DUMP_ENV, n=3, nodes=("node-0", "node-1"), logical=6)
+    ex.launch(ws)
+    e = wait_exit(ex, "ok")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.SUCCEEDED, {0: 0, 1: 0, 2: 0})
+    envs = [json.loads((tmp_path / "ckpt/ok" / f"env-{r}.json").read_text()) for r in range(3)]
+    assert [x["RANK"] for x in envs] == ["0", "1", "2"]
+    assert [x["LOCAL_RANK"] for x in envs] == ["0", "0", "1"]
+    assert [x["CUDA_VISIBLE_DEVICES"] for x in envs] == ["0", "0", "1"]
+    assert [x["STINT_NODE"] for x in envs] == ["node-0", "node-1", "node-0"]
+    for x in envs:
+        assert x["STINT_JOB_ID"] == "ok" and x["STINT_ATTEMPT"] == "0"
+        assert x["WORLD_SIZE"] == x["STINT_WORLD_SIZE"] == "3"
+        assert x["STINT_LOGICAL_WORLD_SIZE"] == "6"
+        assert x["STINT_CKPT_DIR"] == str(tmp_path / "ckpt/ok")
+        assert x["MASTER_ADDR"] == x["STINT_MASTER_ADDR"] == "127.0.0.1"
+        assert x["MASTER_PORT"] == x["STINT_MASTER_PORT"] == envs[0]["MASTER_PORT"]
+        assert x["STINT_STATUS_FILE"].endswith("jobs/ok/status.json")
+    log = (tmp_path / "logs/ok.log").read_text()
+    assert sorted(line for line in log.splitlines() if line.startswith("hello")) == [
+        "hello from rank 0",
+        "hello from rank 1",
+        "hello from rank 2",
+    ]
+    assert ex.poll() == [] and ex.running() == {}
+
+
+@pytest.mark.parametrize(
+    ("code", "rc", "reason"),
+    [
+        ("import sys; print('boom', file=sys.stderr); sys.exit(3)", 3, "rank 0 exited with code 3"),
+        ("import os; os.abort()", -signal.SIGABRT, "rank 0 killed by SIGABRT"),
+        ("raise SystemExit(75)", 75, None),  # 75 unasked is still a checkpoint
+    ],
+)
+def test_exit_codes_map_to_outcomes(make_ex: MakeExecutor, tmp_path: Path, code, rc, reason):
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "j", code))
+    e = wait_exit(ex, "j")
+    assert e.exit_codes == {0: rc}
+    if reason is None:
+        assert e.outcome is Outcome.CHECKPOINTED
+    else:
+        assert (e.outcome, e.reason) == (Outcome.FAILED, reason)
+    if rc == 3:
+        assert "boom" in (tmp_path / "logs/j.log").read_text()
+
+
+def test_a_failed_worker_takes_down_its_gang(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    code = READY + (
+        "import os, sys, time\nready()\n"
+        "if os.environ['RANK'] == '1':\n    sys.exit(7)\n"
+        "time.sleep(600)\n"
+    )
+    ex.launch(gang(tmp_path, "g", code, n=2))
+    e = wait_exit(ex, "g")
+    assert e.outcome is Outcome.FAILED
+    assert e.reason == "rank 1 exited with code 7"
+    assert e.exit_codes == {0: -signal.SIGKILL, 1: 7}
+
+
+def test_stop_request_checkpoints_with_exit_75(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "s", TRAP_USR1, n=2, nodes=("node-0", "node-1")))
+    wait_ready(tmp_path, "s", 2)
+    assert ex.running() == {"s": 0}
+    ex.request_stop("s", grace_s=30)
+    e = wait_exit(ex, "s")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.CHECKPOINTED, {0: 75, 1: 75})
+    assert ex.running() == {}
+
+
+def test_stop_of_a_script_without_the_sdk_is_a_restart_from_scratch(
+    make_ex: MakeExecutor, tmp_path: Path
+):
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "n", NO_SDK_SLEEP))
+    wait_ready(tmp_path, "n")
+    ex.request_stop("n", grace_s=30)
+    e = wait_exit(ex, "n")
+    assert e.outcome is Outcome.STOPPED
+    assert e.exit_codes == {0: -signal.SIGUSR1}
+    assert "killed by SIGUSR1" in e.reason and "from scratch" in e.reason
+
+
+def test_stop_escalates_to_sigkill_when_the_worker_ignores_it(
+    make_ex: MakeExecutor, tmp_path: Path
+):
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "stubborn", IGNORE_ALL))
+    wait_ready(tmp_path, "stubborn")
+    ex.request_stop("stubborn", grace_s=0.3)
+    e = wait_exit(ex, "stubborn")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.STOPPED, {0: -signal.SIGKILL})
+    log = (tmp_path / "logs/stubborn.log").read_text()
+    assert "SIGTERM to the worker" in log and "SIGKILL" in log  # the supervisor says what it did
+
+
+def test_kill_is_reported_as_stopped(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "k", IGNORE_ALL, n=2))
+    wait_ready(tmp_path, "k", 2)
+    ex.kill("k")
+    e = wait_exit(ex, "k")
+    assert e.outcome is Outcome.STOPPED and e.reason.startswith("kill requested")
+    assert e.exit_codes == {0: -signal.SIGKILL, 1: -signal.SIGKILL}
+
+
+def test_stop_before_the_worker_is_ready_is_not_lost(make_ex: MakeExecutor, tmp_path: Path):
+    # Requested in the same breath as the launch: the supervisors pick it up from stop.json.
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "early", IGNORE_ALL, n=2))
+    ex.kill("early")
+    e = wait_exit(ex, "early")
+    assert e.outcome is Outcome.STOPPED
+
+
+def test_launch_is_idempotent_per_attempt(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    count = "import os\nopen(os.environ['STINT_CKPT_DIR'] + '/runs', 'a').write('x')\n"
+    (tmp_path / "ckpt/once").mkdir(parents=True)
+    ws = gang(tmp_path, "once", count + TRAP_USR1)
+    ex.launch(ws)
+    ex.launch(ws)  # again while running
+    wait_ready(tmp_path, "once")
+    make_ex().launch(ws)  # again from a new executor object
+    ex.request_stop("once")
+    assert wait_exit(ex, "once").outcome is Outcome.CHECKPOINTED
+    ex.launch(ws)  # again after it ended
+    assert ex.running() == {} and ex.poll() == []
+    assert (tmp_path / "ckpt/once/runs").read_text() == "x"
+
+
+def test_launch_refuses_conflicts_and_bad_gangs(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    ws = gang(tmp_path, "a", TRAP_USR1)
+    ex.launch(ws)
+    wait_ready(tmp_path, "a")
+    with pytest.raises(ExecutorError, match="attempt 0 is still running"):
+        ex.launch(gang(tmp_path, "a", TRAP_USR1, attempt=1, slot0=1))
+    with pytest.raises(ExecutorError, match="held by a live worker of job 'a'"):
+        ex.launch(gang(tmp_path, "b", TRAP_USR1))
+    with pytest.raises(ExecutorError, match="different workers"):
+        ex.launch(gang(tmp_path, "a", TRAP_USR1, slot0=1))
+    with pytest.raises(ExecutorError, match="unknown node 'node-9'"):
+        ex.launch(gang(tmp_path, "c", "pass", nodes=("node-9",)))
+    with pytest.raises(ExecutorError, match=r"slots \[2\] outside node 'node-0'"):
+        ex.launch(gang(tmp_path, "c", "pass", slot0=2))
+    with pytest.raises(ExecutorError, match="ranks must be exactly 0..1"):
+        ex.launch(gang(tmp_path, "c", "pass", n=2)[:1])
+    with pytest.raises(ExecutorError, match="job_id must match"):
+        gang(tmp_path, "../etc", "pass")
+    assert ex.running() == {"a": 0}  # the refusals changed nothing
+    ex.request_stop("a")
+    assert wait_exit(ex, "a").outcome is Outcome.CHECKPOINTED
+    ex.launch(gang(tmp_path, "a", "pass", attempt=1))  # the next attempt, once the old one ended
+    assert wait_exit(ex, "a").attempt == 1
+
+
+def test_exits_are_reported_exactly_once_across_executor_objects(
+    make_ex: MakeExecutor, tmp_path: Path
+):
+    first = make_ex()
+    first.launch(gang(tmp_path, "x", "pass"))
+    first.launch(gang(tmp_path, "y", TRAP_USR1, slot0=1))
+    wait_ready(tmp_path, "y")
+    del first  # the controller dies; "x" ends while nobody watches
+    wait_for(lambda: (tmp_path / "state/jobs/x/0/rank-0.exit").exists(), what="x to end")
+    second = make_ex()
+    assert second.running() == {"y": 0}  # re-adopted
+    assert [(e.job_id, e.outcome) for e in second.poll()] == [("x", Outcome.SUCCEEDED)]
+    assert second.poll() == []
+    second.request_stop("y")
+    assert wait_exit(second, "y").outcome is Outcome.CHECKPOINTED
+    third = make_ex()
+    assert third.poll() == [] and third.running() == {}
+    assert third.exit_of("x", 0).outcome is Outcome.SUCCEEDED  # still there for recovery
+    assert third.exit_of("y", 0).exit_codes == {0: 75}
+    assert third.exit_of("y", 1) is None
+
+
+def test_status_file_is_read_back(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    code = (
+        "import json, os\n"
+        "json.dump({'step': 41, 'loss': 0.5}, open(os.environ['STINT_STATUS_FILE'], 'w'))\n"
+    )
+    assert ex.status("p") is None
+    ex.launch(gang(tmp_path, "p", code))
+    wait_exit(ex, "p")
+    assert ex.status("p") == {"step": 41, "loss": 0.5}
