@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from exec_helpers import MakeExecutor
 
 from stint.runtime.executor.local import LocalExecutor
 from stint.runtime.executor.supervised import SupervisedExecutor
-
-MakeExecutor = Callable[[], SupervisedExecutor]
 
 
 @pytest.fixture(params=["local"])

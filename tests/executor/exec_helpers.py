@@ -8,6 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stint.runtime.executor import JobExit, WorkerLaunch
+from stint.runtime.executor.supervised import SupervisedExecutor
+
+MakeExecutor = Callable[[], SupervisedExecutor]
 
 PY = sys.executable
 

@@ -7,12 +7,12 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import MakeExecutor
 from exec_helpers import (
     IGNORE_ALL,
     NO_SDK_SLEEP,
     READY,
     TRAP_USR1,
+    MakeExecutor,
     gang,
     wait_exit,
     wait_for,

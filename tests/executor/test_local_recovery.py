@@ -10,8 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import MakeExecutor
-from exec_helpers import TRAP_USR1, gang, wait_exit, wait_for, wait_ready
+from exec_helpers import TRAP_USR1, MakeExecutor, gang, wait_exit, wait_for, wait_ready
 
 from stint.runtime.executor import Outcome
 from stint.runtime.executor.shim import proc_start_ticks
@@ -25,7 +24,7 @@ def test_a_new_executor_adopts_workers_of_a_sigkilled_controller(
         f"""
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from exec_helpers import TRAP_USR1, gang
+        from exec_helpers import MakeExecutor, TRAP_USR1, gang
         from pathlib import Path
         from stint.runtime.executor.local import LocalExecutor
         ex = LocalExecutor({str(tmp_path / "state")!r}, nodes=2, gpus_per_node=2)
