@@ -1,0 +1,227 @@
+"""OASiS: online admission and worker/PS scheduling by primal-dual pricing (Bao et al., INFOCOM'18).
+
+Alg. 1, once per arriving job: compute the best schedule and its payoff μ_i with Alg. 2
+(``oasis_core.best_schedule``), admit iff μ_i > 0, commit the whole schedule and raise the prices
+(eq. 22) of the slots it touches. Committed schedules are never revised.
+
+Behind the common interface: ``tick_s`` is the slot length; ``plan`` returns the current slot's
+allocations, ``Plan.future`` the rest of each newly admitted schedule, and ``Plan.reject`` for
+rejected jobs. Nodes with role "ps" host PSs; all other nodes host workers (the paper's H and K).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.cluster import Cluster
+from stint.model.job import JobSpec
+from stint.perf.ps_model import PSJobSpec
+from stint.policies.base import ClusterView, Phase
+from stint.policies.oasis_bounds import BoundsEstimator, PriceBounds
+from stint.policies.oasis_core import DPJob, FloatArray, HostPrices, Schedule, best_schedule, commit
+from stint.policies.registry import register
+
+DEFAULT_MAX_QUANTA = 64
+
+
+@dataclass(frozen=True, slots=True)
+class HostGroups:
+    """The cluster split into worker hosts (H) and PS hosts (K), with normalised capacities."""
+
+    worker_nodes: tuple[int, ...]
+    ps_nodes: tuple[int, ...]
+    worker_norm: FloatArray  # mean capacity of each resource over worker hosts (1 where 0)
+    ps_norm: FloatArray
+
+    @staticmethod
+    def of(cluster: Cluster) -> HostGroups:
+        w = tuple(i for i, n in enumerate(cluster.nodes) if n.role != "ps")
+        p = tuple(i for i, n in enumerate(cluster.nodes) if n.role == "ps")
+        if not w:
+            raise ValueError("OASiS needs at least one node that hosts workers (role != 'ps')")
+        return HostGroups(w, p, _norm(cluster, w), _norm(cluster, p))
+
+    def caps(self, cluster: Cluster, nodes: Sequence[int], norm: FloatArray) -> FloatArray:
+        raw = np.array([cluster.nodes[i].capacity.as_tuple() for i in nodes], dtype=np.float64)
+        return raw.reshape(len(nodes), len(norm)) / norm
+
+
+def _norm(cluster: Cluster, nodes: Sequence[int]) -> FloatArray:
+    if not nodes:
+        return np.ones(4)
+    mean = np.array([cluster.nodes[i].capacity.as_tuple() for i in nodes]).mean(axis=0)
+    return np.where(mean > 0, mean, 1.0)
+
+
+def dp_job(spec: JobSpec, arrival_slot: int, end_slot: int, slot_s: float, groups: HostGroups,
+           max_quanta: int) -> DPJob | str:
+    """Translate a job into Alg. 2's terms, or return why it cannot be scheduled.
+
+    A :class:`PSJobSpec` has E_i N_i chunks of M_i(τ_i + 2e_i/b_i) worker-seconds; any other
+    ``JobSpec`` is read as ``work × requested_workers`` worker-seconds in one-worker-slot chunks.
+    Above ``max_quanta`` units, chunks are merged into equal coarser quanta (open point 10).
+    """
+    if isinstance(spec, PSJobSpec):
+        work_ws = spec.work / slot_s
+        chunks = spec.epochs * spec.chunks
+    else:
+        work_ws = spec.work * spec.requested_workers / slot_s
+        chunks = max(1, math.ceil(work_ws - 1e-9))
+    quanta = min(chunks, max_quanta)
+    ratio: float | None = None
+    ps_dem: FloatArray | None = None
+    if spec.ps_demand is not None:
+        if not groups.ps_nodes:
+            return "the job needs parameter servers but the cluster has no node with role 'ps'"
+        bw = spec.ps_demand.net_gbps
+        ratio = spec.worker_demand.net_gbps / bw if bw > 0 else math.inf
+        if ratio > 1:
+            return f"b_i/B_i = {ratio:.3g} > 1: constraints (6)-(7) cannot both hold"
+        ps_dem = np.array(spec.ps_demand.as_tuple()) / groups.ps_norm
+    first_end = (arrival_slot + 1) * slot_s - spec.arrival_s
+    utility = np.array([spec.utility(first_end + j * slot_s)
+                        for j in range(max(0, end_slot - arrival_slot))])
+    return DPJob(arrival_slot, spec.max_workers, quanta, work_ws / quanta, ratio,
+                 np.array(spec.worker_demand.as_tuple()) / groups.worker_norm, ps_dem, utility)
+
+
+@register("oasis")
+class OASiS:
+    """The OASiS policy (Alg. 1). Stateful by design: it remembers its committed schedules.
+
+    Parameters: ``slot_s`` (slot length, = ``tick_s``); ``end_slot`` fixes the paper's last slot T
+    (absolute), otherwise the horizon rolls ``horizon_slots`` ahead of each arrival; ``bounds``
+    fixes U and L (else they are estimated from ``history`` and the jobs seen so far);
+    ``bound_scale`` misestimates them (Fig. 6); ``max_quanta`` caps the DP's workload units.
+    """
+
+    name = "oasis"
+
+    def __init__(self, slot_s: float = 3600.0, horizon_slots: int = 300,
+                 end_slot: int | None = None, bounds: PriceBounds | None = None,
+                 history: Sequence[JobSpec] = (), bound_scale: float = 1.0,
+                 max_quanta: int = DEFAULT_MAX_QUANTA) -> None:
+        if slot_s <= 0 or horizon_slots <= 0 or max_quanta <= 0:
+            raise ValueError("oasis: slot_s, horizon_slots and max_quanta must be positive")
+        self.tick_s: float | None = slot_s
+        self.slot_s = slot_s
+        self.horizon = horizon_slots if end_slot is None else end_slot
+        self.end_slot = end_slot
+        self.fixed_bounds = bounds
+        self.history = tuple(history)
+        self.bound_scale = bound_scale
+        self.max_quanta = max_quanta
+        self.groups: HostGroups | None = None
+        self.worker_prices: HostPrices | None = None
+        self.ps_prices: HostPrices | None = None
+        self.estimator: BoundsEstimator | None = None
+        self.committed: dict[str, tuple[DPJob, Schedule]] = {}
+        self.decided: set[str] = set()
+
+    # -- Alg. 1 ---------------------------------------------------------------------------------
+    def plan(self, view: ClusterView) -> Plan:
+        self._setup(view.cluster)
+        now_slot = math.ceil(view.now / self.slot_s - 1e-9)
+        self._release_finished(view, now_slot)
+        plan = Plan()
+        for st in view.jobs:
+            if st.job_id not in self.decided and st.phase == Phase.QUEUED:
+                self.decide(st.spec, now_slot, plan)
+        for st in view.jobs:
+            if st.job_id in self.committed:
+                want = self.allocation_at(st.job_id, now_slot)
+                if want != st.allocation:
+                    plan.allocations[st.job_id] = want
+        return plan
+
+    def decide(self, spec: JobSpec, now_slot: int, plan: Plan) -> Schedule | None:
+        """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``."""
+        assert self.worker_prices is not None and self.groups is not None
+        self.decided.add(spec.job_id)
+        a = max(now_slot, math.ceil(spec.arrival_s / self.slot_s - 1e-9))
+        end = self.end_slot if self.end_slot is not None else a + self.horizon
+        job = dp_job(spec, a, end, self.slot_s, self.groups, self.max_quanta)
+        if isinstance(job, str):
+            plan.reject[spec.job_id] = f"oasis: {job}"
+            return None
+        self._observe(job)
+        self.worker_prices.ensure_slots(end)
+        if self.ps_prices is not None:
+            self.ps_prices.ensure_slots(end)
+        sched = best_schedule(job, self.worker_prices, self.ps_prices, end)
+        if sched is None:
+            plan.reject[spec.job_id] = "oasis: best payoff μ <= 0 (Alg. 1, admission)"
+            return None
+        commit(job, sched, self.worker_prices, self.ps_prices)
+        self.committed[spec.job_id] = (job, sched)
+        steps = [(t * self.slot_s, self.allocation_at(spec.job_id, t))
+                 for t in range(max(a, now_slot + 1), sched.last_slot + 2)]
+        plan.future[spec.job_id] = tuple(
+            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
+        return sched
+
+    def allocation_at(self, job_id: str, slot: int) -> Allocation:
+        """The committed allocation of ``job_id`` in ``slot`` (EMPTY outside its schedule)."""
+        assert self.groups is not None
+        _, s = self.committed[job_id]
+        j = slot - s.start_slot
+        if not 0 <= j < s.workers.shape[0]:
+            return EMPTY
+        g = self.groups
+        return Allocation.of({g.worker_nodes[h]: int(c) for h, c in enumerate(s.workers[j]) if c},
+                             {g.ps_nodes[k]: int(c) for k, c in enumerate(s.ps[j]) if c})
+
+    # -- state ----------------------------------------------------------------------------------
+    def _setup(self, cluster: Cluster) -> None:
+        if self.groups is not None:
+            return
+        g = self.groups = HostGroups.of(cluster)
+        wcap = g.caps(cluster, g.worker_nodes, g.worker_norm)
+        pcap = g.caps(cluster, g.ps_nodes, g.ps_norm)
+        self.estimator = BoundsEstimator(self.horizon, float(wcap.sum()), float(pcap.sum()), 4)
+        b = self._bounds_or_default()
+        self.worker_prices = HostPrices(wcap, b.low_w, b.high_w, self.horizon)
+        if g.ps_nodes:
+            self.ps_prices = HostPrices(pcap, b.low_p, b.high_p, self.horizon)
+        for spec in self.history:
+            a = math.ceil(spec.arrival_s / self.slot_s - 1e-9)
+            end = self.end_slot if self.end_slot is not None else a + self.horizon
+            job = dp_job(spec, a, end, self.slot_s, g, self.max_quanta)
+            if not isinstance(job, str):
+                self._observe(job)
+
+    def _bounds_or_default(self) -> PriceBounds:
+        if self.fixed_bounds is not None:
+            return self.fixed_bounds.scaled(self.bound_scale)
+        assert self.estimator is not None
+        return self.estimator.bounds().scaled(self.bound_scale)
+
+    def _observe(self, job: DPJob) -> None:
+        """Running estimate of U and L (eqs. 23-26) from the jobs seen so far."""
+        if self.fixed_bounds is not None or self.estimator is None:
+            return
+        self.estimator.observe(job)
+        b = self.estimator.bounds().scaled(self.bound_scale)
+        assert self.worker_prices is not None
+        if b.low_w != self.worker_prices.low or not np.array_equal(b.high_w, self.worker_prices.high):
+            self.worker_prices.set_bounds(b.low_w, b.high_w)
+        if self.ps_prices is not None and (b.low_p != self.ps_prices.low
+                                           or not np.array_equal(b.high_p, self.ps_prices.high)):
+            self.ps_prices.set_bounds(b.low_p, b.high_p)
+
+    def _release_finished(self, view: ClusterView, now_slot: int) -> None:
+        """A job that finished before its last planned slot frees the rest of its reservation."""
+        active = {st.job_id for st in view.jobs}
+        for job_id in [j for j in self.committed if j not in active]:
+            job, s = self.committed.pop(job_id)
+            assert self.worker_prices is not None
+            keep = max(0, now_slot - s.start_slot)
+            if keep < s.workers.shape[0]:
+                rest = Schedule(s.start_slot + keep, s.last_slot, s.workers[keep:], s.ps[keep:],
+                                s.utility, 0.0)
+                commit(job, rest, self.worker_prices, self.ps_prices, sign=-1)

@@ -1,0 +1,266 @@
+"""Numerical core of OASiS (Bao et al., INFOCOM'18): prices (eq. 22), the greedy per-slot cost
+COST_t (Thm 1), the dynamic programme of Alg. 2 and the commit step of Alg. 1. Pure NumPy.
+
+Resources are in *normalised units*: every amount is divided by the mean capacity of that resource
+over the host group (open point 3 in docs/oasis.md), so a price is per share of an average server.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class DPJob:
+    """What Alg. 2 needs to know about job i, in slots and normalised resources.
+
+    The workload is ``quanta`` units of ``quantum_ws`` worker-slots each. With ``quanta = E_i N_i``
+    a unit is the paper's chunk (``M_i (τ_i + 2e_i/b_i)`` worker-slots); larger jobs use coarser
+    units (open point 10). ``utility[j]`` is f_i when the job's last slot is ``arrival_slot + j``.
+    """
+
+    arrival_slot: int
+    max_workers: int
+    quanta: int
+    quantum_ws: float
+    ps_ratio: float | None
+    worker_demand: FloatArray
+    ps_demand: FloatArray | None
+    utility: FloatArray
+
+    def workers_for(self, d: IntArray) -> IntArray:
+        """Workers needed to process ``d`` units in one slot: ``ceil(d · M_i(τ_i + 2e_i/b_i))``."""
+        out: IntArray = np.ceil(d * self.quantum_ws - _EPS).astype(np.int64)
+        return out
+
+    def ps_for(self, y: IntArray) -> IntArray:
+        """PSs placed for ``y`` workers: ``min(ceil(y b_i/B_i), y)``, constraints (6) and (7)."""
+        if self.ps_ratio is None:
+            return np.zeros_like(y)
+        out: IntArray = np.minimum(np.ceil(y * self.ps_ratio - _EPS).astype(np.int64), y)
+        return out
+
+
+class HostPrices:
+    """One host group (worker hosts, or PS hosts): capacities, committed load, prices (eq. 22).
+
+    ``price[t, s, r] = L · (U^r / L) ** (load[t, s, r] / cap[s, r])``: L at zero load, U^r at
+    capacity. Prices are cached and refreshed only for slots whose load changed (open point 10).
+    """
+
+    def __init__(self, cap: FloatArray, low: float, high: FloatArray, slots: int) -> None:
+        self.cap = np.asarray(cap, dtype=np.float64)
+        self.load = np.zeros((slots,) + self.cap.shape)
+        self.price = np.empty_like(self.load)
+        self.set_bounds(low, high)
+
+    def set_bounds(self, low: float, high: FloatArray) -> None:
+        """Change L and U (their estimates may improve online); recomputes every price."""
+        high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.cap.shape[1:])
+        if low <= 0 or np.any(high < low):
+            raise ValueError(f"price bounds need 0 < L <= U (got L={low}, U={high})")
+        self.low = float(low)
+        self.high = high.copy()
+        self._log_ratio = np.log(self.high / self.low)
+        self._refresh(slice(None))
+
+    @property
+    def slots(self) -> int:
+        return self.load.shape[0]
+
+    def ensure_slots(self, slots: int) -> None:
+        """Grow the horizon to at least ``slots`` slots (new slots are empty)."""
+        if slots <= self.slots:
+            return
+        extra = max(slots, 2 * self.slots) - self.slots
+        self.load = np.concatenate([self.load, np.zeros((extra,) + self.cap.shape)])
+        self.price = np.concatenate([self.price, np.empty((extra,) + self.cap.shape)])
+        self._refresh(slice(self.slots - extra, None))
+
+    def _refresh(self, ts: slice | int) -> None:
+        share = np.divide(self.load[ts], self.cap, out=np.zeros_like(self.load[ts]),
+                          where=self.cap > 0)
+        self.price[ts] = self.low * np.exp(self._log_ratio * share)
+
+    def room(self, t0: int, t1: int, demand: FloatArray) -> IntArray:
+        """How many tasks of ``demand`` still fit on each host in slots [t0, t1): shape (n, S)."""
+        free = self.cap[None] - self.load[t0:t1]
+        need = demand > 0
+        if not need.any():
+            return np.full((t1 - t0, self.cap.shape[0]), 1 << 30, dtype=np.int64)
+        fits = np.floor((free[..., need] + _EPS) / demand[need])
+        out: IntArray = np.maximum(fits.min(axis=-1), 0).astype(np.int64)
+        return out
+
+    def unit_price(self, t0: int, t1: int, demand: FloatArray) -> FloatArray:
+        """Σ_r price · demand for one task on each host in slots [t0, t1): shape (n, S)."""
+        out: FloatArray = self.price[t0:t1] @ demand
+        return out
+
+    def add(self, t: int, counts: IntArray, demand: FloatArray) -> None:
+        """Commit (or, with negative counts, release) tasks in slot t; refresh that slot's prices."""
+        self.load[t] += counts[:, None] * demand[None, :]
+        self._refresh(t)
+
+
+def fill_costs(unit: FloatArray, room: IntArray, ymax: int) -> FloatArray:
+    """COST_t for 0..ymax tasks in every slot at once: fill the cheapest hosts first (Thm 1).
+
+    ``unit`` and ``room`` have shape (n, S). Returns (n, ymax + 1); +inf where the tasks don't fit.
+    """
+    n, s = unit.shape
+    order = np.argsort(unit, axis=1, kind="stable")  # ties: lower host index first
+    p = np.take_along_axis(unit, order, axis=1)
+    c = np.minimum(np.take_along_axis(room, order, axis=1), ymax)
+    cum_n = np.concatenate([np.zeros((n, 1), np.int64), np.cumsum(c, axis=1)], axis=1)
+    cum_c = np.concatenate([np.zeros((n, 1)), np.cumsum(c * p, axis=1)], axis=1)
+    p_pad = np.concatenate([p, np.full((n, 1), np.inf)], axis=1)
+    y = np.arange(ymax + 1)
+    # k[t, y] = hosts completely used before the y-th task: searchsorted on row-offset cumsums.
+    stride = int(cum_n[:, -1].max()) + ymax + 2
+    offsets = (np.arange(n) * stride)[:, None]
+    flat = (cum_n[:, 1:] + offsets).ravel()
+    k = np.searchsorted(flat, (y[None, :] + offsets).ravel(), side="left").reshape(n, -1)
+    k -= np.arange(n)[:, None] * s
+    rows = np.arange(n)[:, None]
+    with np.errstate(invalid="ignore"):
+        cost = cum_c[rows, k] + (y[None, :] - cum_n[rows, k]) * p_pad[rows, k]
+    cost[:, 0] = 0.0
+    out: FloatArray = cost
+    return out
+
+
+def greedy_fill(unit: FloatArray, room: IntArray, count: int) -> IntArray:
+    """The placement behind ``fill_costs`` for one slot: per-host task counts, cheapest first."""
+    out = np.zeros(unit.shape[0], dtype=np.int64)
+    left = count
+    for h in np.argsort(unit, kind="stable"):
+        if left <= 0:
+            break
+        take = min(int(room[h]), left)
+        out[h] = take
+        left -= take
+    if left > 0:
+        raise ValueError(f"{count} tasks do not fit (short by {left})")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A job's chosen schedule l*: per-slot host counts from ``start_slot`` to ``last_slot``."""
+
+    start_slot: int
+    last_slot: int
+    workers: IntArray  # (slots, H)
+    ps: IntArray  # (slots, K)
+    utility: float
+    cost: float
+
+    @property
+    def payoff(self) -> float:
+        """μ_i = f_i(t̂_i) − Σ prices · demands (the dual constraint of (19))."""
+        return self.utility - self.cost
+
+
+def slot_costs(job: DPJob, wh: HostPrices, ph: HostPrices | None, t0: int, t1: int,
+               ymax: int) -> FloatArray:
+    """COST_t(t, y) for t in [t0, t1) and y = 0..ymax workers (plus their PSs)."""
+    cw = fill_costs(wh.unit_price(t0, t1, job.worker_demand),
+                    np.minimum(wh.room(t0, t1, job.worker_demand), job.max_workers), ymax)
+    if job.ps_ratio is None:
+        return cw
+    assert ph is not None and job.ps_demand is not None
+    z = job.ps_for(np.arange(ymax + 1))
+    cp = fill_costs(ph.unit_price(t0, t1, job.ps_demand), ph.room(t0, t1, job.ps_demand),
+                    int(z.max()))
+    return cw + cp[:, z]
+
+
+def best_schedule(job: DPJob, wh: HostPrices, ph: HostPrices | None, end_slot: int
+                  ) -> Schedule | None:
+    """Alg. 2: the schedule with the highest positive payoff ending by ``end_slot`` (exclusive).
+
+    For each last slot t̂ = a_i, a_i+1, ... the DP cost(t, D) = min_d COST_t(t, d) + cost(t−1, D−d)
+    is extended by one slot (memoised across t̂). Only μ > best (starting at 0) is kept, so ties go
+    to the earlier t̂ and a job whose best payoff is not positive gets None. The loop stops once
+    f_i(t̂) minus a lower bound on any schedule's cost cannot beat the best (exact pruning).
+    """
+    a, D = job.arrival_slot, job.quanta
+    n = min(end_slot - a, len(job.utility))
+    dmax = min(D, math.floor(job.max_workers / job.quantum_ws + _EPS))
+    if n <= 0 or dmax <= 0:
+        return None
+    y_of_d = job.workers_for(np.arange(dmax + 1))
+    ctd = slot_costs(job, wh, ph, a, a + n, int(y_of_d[-1]))[:, y_of_d]  # (n, dmax + 1)
+    lower = D * job.quantum_ws * wh.low * float(job.worker_demand.sum())
+    back = np.arange(D + 1)[:, None] - np.arange(dmax + 1)[None, :]  # remaining units before t
+    back[back < 0] = D + 1  # points at +inf
+    best_mu, best_j, prev = 0.0, -1, np.full(D + 2, np.inf)
+    choices: list[IntArray] = []
+    for j in range(n):
+        if job.utility[j] - lower <= best_mu:
+            break
+        if j == 0:
+            row = np.full(D + 1, np.inf)
+            row[: dmax + 1] = ctd[0]
+            choice = np.minimum(np.arange(D + 1), dmax)
+        else:
+            m = prev[back] + ctd[j][None, :]
+            choice = np.argmin(m, axis=1)
+            row = m[np.arange(D + 1), choice]
+        choices.append(choice)
+        prev = np.append(row, np.inf)
+        mu = job.utility[j] - row[D]
+        if mu > best_mu:
+            best_mu, best_j = float(mu), int(j)
+    if best_j < 0:
+        return None
+    return _materialise(job, wh, ph, choices, best_j, y_of_d)
+
+
+def _materialise(job: DPJob, wh: HostPrices, ph: HostPrices | None, choices: list[IntArray],
+                 last: int, y_of_d: IntArray) -> Schedule:
+    """Backtrack the DP choices and place each slot's workers and PSs greedily."""
+    a = job.arrival_slot
+    units = np.zeros(last + 1, dtype=np.int64)
+    rem = job.quanta
+    for j in range(last, -1, -1):
+        units[j] = choices[j][rem]
+        rem -= int(units[j])
+    workers = np.zeros((last + 1, wh.cap.shape[0]), dtype=np.int64)
+    ps = np.zeros((last + 1, ph.cap.shape[0] if ph is not None else 0), dtype=np.int64)
+    cost = 0.0
+    for jj in np.flatnonzero(units):
+        j = int(jj)
+        t = a + j
+        y = int(y_of_d[units[j]])
+        unit = wh.unit_price(t, t + 1, job.worker_demand)[0]
+        room = np.minimum(wh.room(t, t + 1, job.worker_demand)[0], job.max_workers)
+        workers[j] = greedy_fill(unit, room, y)
+        cost += float(workers[j] @ unit)
+        z = int(job.ps_for(np.array([y]))[0])
+        if z:
+            assert ph is not None and job.ps_demand is not None
+            punit = ph.unit_price(t, t + 1, job.ps_demand)[0]
+            ps[j] = greedy_fill(punit, ph.room(t, t + 1, job.ps_demand)[0], z)
+            cost += float(ps[j] @ punit)
+    return Schedule(a, a + last, workers, ps, float(job.utility[last]), cost)
+
+
+def commit(job: DPJob, sched: Schedule, wh: HostPrices, ph: HostPrices | None,
+           sign: int = 1) -> None:
+    """Alg. 1 steps 3-4: add the schedule's load (sign=-1 releases it) and update touched prices."""
+    for j in range(sched.workers.shape[0]):
+        t = sched.start_slot + j
+        if sched.workers[j].any():
+            wh.add(t, sign * sched.workers[j], job.worker_demand)
+        if ph is not None and job.ps_demand is not None and sched.ps[j].any():
+            ph.add(t, sign * sched.ps[j], job.ps_demand)
