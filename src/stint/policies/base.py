@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from stint.model.allocation import Allocation, Plan
 from stint.model.cluster import Cluster
@@ -39,10 +39,33 @@ class JobStatus:
     first_start_s: float | None = None
     last_change_s: float = 0.0
     preemptions: int = 0
+    # Optional lazy progress (the simulator uses it so that an event costs O(changed jobs)): when
+    # ``as_of_s`` is set, ``work_done``/``attained_gpu_s`` are as of that time and the job has
+    # progressed since at ``rate`` work units/s while holding ``allocation``. Read them through
+    # ``work_done_at(now)``/``attained_gpu_s_at(now)``, which are exact either way.
+    rate: float = 0.0
+    as_of_s: float | None = None
 
     @property
     def job_id(self) -> str:
         return self.spec.job_id
+
+    @property
+    def held_gpus(self) -> int:
+        """GPUs the job's workers hold now."""
+        return sum(c for _, c in self.allocation.workers) * self.spec.gpus_per_worker
+
+    def work_done_at(self, now: float) -> float:
+        """Work done by ``now`` (equals ``work_done`` when progress is not lazy)."""
+        if self.as_of_s is None:
+            return self.work_done
+        return min(self.spec.work, self.work_done + self.rate * (now - self.as_of_s))
+
+    def attained_gpu_s_at(self, now: float) -> float:
+        """GPU-seconds received by ``now`` (Tiresias' attained service)."""
+        if self.as_of_s is None:
+            return self.attained_gpu_s
+        return self.attained_gpu_s + self.held_gpus * (now - self.as_of_s)
 
     @property
     def remaining_work(self) -> float:
@@ -62,6 +85,12 @@ class ClusterView:
     ``free_gpus[i]`` is node i's GPUs not held by any job in ``jobs``. ``jobs`` is a live
     read-only sequence; ``changed`` lists the ids of jobs that arrived or finished since the last
     call, so incremental policies need not rescan everything.
+
+    Optional, for incremental policies: ``by_id`` maps active job ids to their status (live,
+    read-only). When a mechanism sets it, it also promises that ``changed`` is complete: every job
+    that arrived, finished, or whose allocation, phase or rate changed (including through the
+    previous plan) since the previous call with the same ``stream`` token. A policy that keeps an
+    index must rebuild it when ``by_id`` is None or ``stream`` differs from the last call's.
     """
 
     now: float
@@ -70,6 +99,8 @@ class ClusterView:
     free_gpus: Sequence[int]
     perf: PerfModel
     changed: Sequence[str] = ()
+    by_id: Mapping[str, JobStatus] | None = None
+    stream: int | None = None
 
 
 class Policy(Protocol):

@@ -1,0 +1,149 @@
+"""A profile-based performance model from the Pollux step-time tables.
+
+For an application, a placement (GPUs per node) and a global batch size, the model looks up the
+measured time of one optimizer step and returns samples per second. Work is measured in
+*training samples* (epochs x dataset size, see ``APPLICATIONS``).
+
+Lookup, as in Pollux's simulator: a global batch ``B`` on ``n`` replicas gives a local batch
+``ceil(B / n)``; above the application's largest profiled local batch it uses gradient
+accumulation (``k`` extra micro-steps, each costing the step time minus the sync time). If the
+placement was measured, step and sync times are interpolated linearly in the local batch;
+otherwise linearly over (nodes, replicas, local batch) across all measurements (scipy's
+``LinearNDInterpolator``), falling back to the nearest measurement outside their convex hull.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from stint.model.allocation import Allocation
+from stint.model.job import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Application:
+    """Training-length facts for one profiled application (approximate, see docs/simulator.md)."""
+
+    name: str
+    dataset_size: int  # training samples per epoch
+    epochs: int  # epochs to completion (Pollux's max_epochs for the application)
+    min_local_bsz: int
+    max_local_bsz: int
+
+    @property
+    def work_samples(self) -> float:
+        return float(self.dataset_size * self.epochs)
+
+
+# Dataset sizes are the public training-set sizes of each benchmark; epochs are Pollux's;
+# local batch bounds are the profiled ones (yolov3 capped at 8, as Pollux does).
+APPLICATIONS: dict[str, Application] = {
+    a.name: a
+    for a in (
+        Application("bert", 88_641, 2, 4, 12),  # SQuAD v1.1 features, fine-tuning
+        Application("cifar10", 50_000, 100, 32, 1024),  # ResNet-18 on CIFAR-10
+        Application("deepspeech2", 11_288, 80, 10, 80),  # CMU-ARCTIC utterances (approx.)
+        Application("imagenet", 1_281_167, 90, 20, 200),  # ResNet-50 on ImageNet-1k
+        Application("ncf", 994_169, 10, 32, 32_768),  # NeuMF on MovieLens-1M (train ratings)
+        Application("yolov3", 16_551, 50, 4, 8),  # PASCAL VOC 07+12 trainval
+    )
+}
+
+
+class _Table:
+    """One application's measurements."""
+
+    def __init__(self, app: str) -> None:
+        base = resources.files("stint") / "data" / "pollux" / "profiles" / app
+        self.by_placement: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        rows: dict[tuple[int, ...], list[tuple[float, float, float]]] = {}
+        points: list[tuple[float, float, float, float, float]] = []
+        for placement, bsz, step, sync in _read(Path(str(base / "placements.csv.gz"))):
+            key = _canonical(tuple(int(c) for c in placement))
+            rows.setdefault(key, []).append((float(bsz), float(step), float(sync)))
+        for key, vals in rows.items():
+            arr = np.array(sorted(vals))
+            # Several rotations of one placement (e.g. "12" and "21") are averaged per batch size.
+            bs = np.unique(arr[:, 0])
+            step = np.array([arr[arr[:, 0] == b, 1].mean() for b in bs])
+            sync = np.array([arr[arr[:, 0] == b, 2].mean() for b in bs])
+            self.by_placement[key] = (bs, step, sync)
+            for b, s, y in zip(bs, step, sync):
+                points.append((len(key), sum(key), b, s, y))
+        for nodes, replicas, bsz, step, sync in _read(Path(str(base / "scalability.csv.gz"))):
+            points.append((float(nodes), float(replicas), float(bsz), float(step), float(sync)))
+        self.points = np.array(points)
+        self._linear = None
+        self._nearest = None
+
+    def times(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        hit = self.by_placement.get(placement)
+        if hit is not None:
+            bs, step, sync = hit
+            return float(np.interp(local_bsz, bs, step)), float(np.interp(local_bsz, bs, sync))
+        from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+        if self._linear is None:
+            xs, ys = self.points[:, :3], self.points[:, 3:]
+            self._linear = LinearNDInterpolator(xs, ys)
+            self._nearest = NearestNDInterpolator(xs, ys)
+        q = np.array([[min(len(placement), 16), sum(placement), local_bsz]])
+        out = self._linear(q)[0]
+        if np.isnan(out).any():
+            out = self._nearest(q)[0]
+        return float(out[0]), float(out[1])
+
+
+def _read(path: Path) -> list[list[str]]:
+    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return rows[1:]
+
+
+def _canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-node GPU counts, zeros dropped, largest first (the order of nodes does not matter)."""
+    return tuple(sorted((c for c in placement if c > 0), reverse=True))
+
+
+@lru_cache(maxsize=None)
+def _table(app: str) -> _Table:
+    return _Table(app)
+
+
+class ProfileModel:
+    """Samples per second of a Pollux-profiled application on an allocation."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, tuple[int, ...], int], float] = {}
+
+    def rate(self, spec: JobSpec, allocation: Allocation) -> float:
+        placement = _canonical(tuple(c for _, c in allocation.workers))
+        if not placement:
+            return 0.0
+        key = (spec.application, placement, spec.batch_size)
+        r = self._cache.get(key)
+        if r is None:
+            r = self._cache[key] = self.throughput(spec.application, placement, spec.batch_size)
+        return r
+
+    def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
+        """Samples/s for a global ``batch_size`` on ``placement`` (GPUs per node)."""
+        a = APPLICATIONS.get(app)
+        if a is None:
+            raise KeyError(f"no profile for application {app!r}; profiled: {', '.join(APPLICATIONS)}")
+        replicas = sum(placement)
+        local = max(math.ceil(batch_size / replicas - 1e-8), a.min_local_bsz)
+        accum = math.ceil(local / a.max_local_bsz - 1e-8) - 1
+        atomic = math.ceil(local / (accum + 1) - 1e-8)
+        step, sync = _table(app).times(placement, atomic)
+        total = step + accum * max(step - sync, 0.0)
+        return replicas * atomic * (accum + 1) / total

@@ -1,0 +1,83 @@
+"""From worker counts to concrete nodes: consolidated (fewest nodes) and spread placement.
+
+Both work on a list of free GPUs per node, which they do not modify; callers subtract the result
+with ``take``. Workers here hold ``gpus_per_worker`` GPUs each and never straddle nodes.
+"""
+
+from __future__ import annotations
+
+from typing import MutableSequence, Sequence
+
+Placement = dict[int, int]  # node index -> workers
+
+
+def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
+    """Fewest nodes: best-fit on one node if possible, else fill the emptiest nodes first.
+
+    Best fit (the node with the least free capacity that still fits) keeps large holes for large
+    jobs, as Tiresias' consolidation does. Returns None if the cluster cannot host the job.
+    """
+    need = workers * gpus_per_worker
+    best, best_free = -1, 1 << 30
+    for i, f in enumerate(free):
+        if need <= f < best_free:
+            best, best_free = i, f
+    if best >= 0:
+        return {best: workers}
+    return _greedy(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
+
+
+def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
+    """One worker per node in turn, emptiest nodes first (balances load; more nodes per job)."""
+    order = sorted((i for i in range(len(free)) if free[i] >= gpus_per_worker), key=lambda i: -free[i])
+    room = {i: free[i] // gpus_per_worker for i in order}
+    if sum(room.values()) < workers:
+        return None
+    out: Placement = {}
+    left = workers
+    while left:
+        for i in order:
+            if left and room[i] > 0:
+                room[i] -= 1
+                out[i] = out.get(i, 0) + 1
+                left -= 1
+    return out
+
+
+def _greedy(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -> Placement | None:
+    out: Placement = {}
+    left = workers
+    for i in order:
+        k = min(left, free[i] // gpw)
+        if k > 0:
+            out[i] = k
+            left -= k
+            if not left:
+                return out
+    return None
+
+
+STRATEGIES = {"consolidated": consolidated, "spread": spread}
+
+
+def place(
+    free: Sequence[int], workers: int, gpus_per_worker: int = 1, strategy: str = "consolidated"
+) -> Placement | None:
+    """Place ``workers`` with the named strategy; None if they do not fit."""
+    try:
+        fn = STRATEGIES[strategy]
+    except KeyError:
+        raise ValueError(f"unknown placement {strategy!r}; valid: {', '.join(STRATEGIES)}") from None
+    return fn(free, workers, gpus_per_worker)
+
+
+def take(free: MutableSequence[int], placement: Placement, gpus_per_worker: int = 1) -> None:
+    """Subtract a placement's GPUs from ``free`` in place."""
+    for i, k in placement.items():
+        free[i] -= k * gpus_per_worker
+
+
+def give(free: MutableSequence[int], workers: tuple[tuple[int, int], ...], gpus_per_worker: int = 1) -> None:
+    """Return an allocation's worker GPUs to ``free`` in place."""
+    for i, k in workers:
+        free[i] += k * gpus_per_worker

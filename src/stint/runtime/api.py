@@ -1,0 +1,222 @@
+"""The HTTP API (FastAPI). Handlers check input and call the store; the controller does the rest.
+
+Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``; users see and act on their
+own jobs only (someone else's job is a 404), the admin on all. Requests on a job are recorded and
+carried out by the controller at its next step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from stint.runtime.schemas import (
+    MAX_ID,
+    JobDetail,
+    JobIn,
+    JobOut,
+    LogsOut,
+    MigrateIn,
+    NodeOut,
+    ResizeIn,
+    TokenIn,
+    TokenOut,
+    TransitionOut,
+)
+from stint.runtime.states import HOLDING, TERMINAL, JobState
+from stint.runtime.store import Caller, NewJob, Store, load_alloc
+from stint.runtime.tables import Job
+
+LOG_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    jobs_dir: Path  # where the controller puts each job's log (``<id>/log.txt``)
+    clock: Callable[[], float] = time.time  # the API is the edge: it owns a clock
+
+
+def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
+    """A 422 in FastAPI's own format, naming the field."""
+    return RequestValidationError([{"loc": (where, field), "msg": msg, "type": "value_error"}])
+
+
+def create_app(store: Store, settings: ApiSettings) -> FastAPI:
+    app = FastAPI(title="stint control plane", version="1")
+    bearer = HTTPBearer(auto_error=False)
+    nodes = _NodeCache(store)
+
+    def caller(cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+        who = store.caller_for_token(cred.credentials) if cred else None
+        if who is None:
+            raise HTTPException(401, "missing or invalid API token",
+                                headers={"WWW-Authenticate": "Bearer"})
+        return who
+
+    Who = Annotated[Caller, Depends(caller)]
+    JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
+
+    def own_job(job_id: int, who: Caller) -> Job:
+        job = store.get_job(job_id, who)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job
+
+    def live_job(job_id: int, who: Caller) -> Job:
+        job = own_job(job_id, who)
+        if job.state in TERMINAL:
+            raise HTTPException(409, f"job {job_id} is already {job.state}")
+        return job
+
+    def out(job: Job, who: Caller) -> JobOut:
+        user = who.name if job.user_id == who.user_id else store.user_names().get(job.user_id, "?")
+        return JobOut.of(job, user, nodes.names())
+
+    @app.get("/v1/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/jobs", status_code=201)
+    def submit(body: JobIn, who: Who) -> JobOut:
+        spec = _check_job(body, nodes.gpus())
+        return out(store.add_job(spec, who, settings.clock()), who)
+
+    @app.get("/v1/jobs")
+    def list_jobs(
+        who: Who,
+        state: Annotated[list[JobState] | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    ) -> list[JobOut]:
+        users, names = store.user_names(), nodes.names()
+        jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset)
+        return [JobOut.of(j, users.get(j.user_id, "?"), names) for j in jobs]
+
+    @app.get("/v1/jobs/{job_id}")
+    def show(job_id: JobId, who: Who) -> JobDetail:
+        job = own_job(job_id, who)
+        trans = [TransitionOut.of(t) for t in store.transitions(job_id)]
+        return JobDetail(**out(job, who).model_dump(), transitions=trans)
+
+    @app.get("/v1/jobs/{job_id}/logs")
+    def logs(job_id: JobId, who: Who,
+             offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> LogsOut:
+        job = own_job(job_id, who)
+        text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
+        return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
+
+    @app.post("/v1/jobs/{job_id}/cancel", status_code=202)
+    def cancel(job_id: JobId, who: Who) -> JobOut:
+        live_job(job_id, who)
+        store.request(job_id, who, "cancel", "", settings.clock(), cancel_requested=True)
+        return out(own_job(job_id, who), who)
+
+    @app.post("/v1/jobs/{job_id}/preempt", status_code=202)
+    def preempt(job_id: JobId, who: Who) -> JobOut:
+        job = live_job(job_id, who)
+        if job.state not in (JobState.RUNNING, JobState.STARTING):
+            raise HTTPException(409, f"job {job_id} is {job.state}, not running")
+        store.request(job_id, who, "preempt", "", settings.clock(), preempt_requested=True)
+        return out(own_job(job_id, who), who)
+
+    @app.post("/v1/jobs/{job_id}/resize", status_code=202)
+    def resize(job_id: JobId, body: ResizeIn, who: Who) -> JobOut:
+        job = live_job(job_id, who)
+        if not job.min_gpus <= body.workers <= job.max_gpus:
+            raise unprocessable("workers", f"job {job_id} runs {job.min_gpus}..{job.max_gpus} "
+                                f"workers (its min_gpus..max_gpus), not {body.workers}")
+        if job.pin_node is not None and body.workers > nodes.gpus().get(job.pin_node, 0):
+            raise unprocessable("workers", f"job {job_id} is pinned to {job.pin_node}, which "
+                                f"has fewer than {body.workers} GPUs")
+        store.request(job_id, who, "resize", str(body.workers), settings.clock(),
+                      pin_workers=body.workers)
+        return out(own_job(job_id, who), who)
+
+    @app.post("/v1/jobs/{job_id}/migrate", status_code=202)
+    def migrate(job_id: JobId, body: MigrateIn, who: Who) -> JobOut:
+        job = live_job(job_id, who)
+        gpus = nodes.gpus()
+        if body.node not in gpus:
+            raise unprocessable("node", f"no node {body.node!r}; nodes are {sorted(gpus)}")
+        workers = job.pin_workers or load_alloc(job.allocation).num_workers or job.gpus
+        if workers > gpus[body.node]:
+            raise unprocessable("node", f"node {body.node} has {gpus[body.node]} GPUs; job "
+                                f"{job_id} needs {workers}")
+        store.request(job_id, who, "migrate", body.node, settings.clock(), pin_node=body.node)
+        return out(own_job(job_id, who), who)
+
+    @app.get("/v1/nodes")
+    def list_nodes(who: Who) -> list[NodeOut]:
+        return _nodes(store)
+
+    @app.post("/v1/tokens", status_code=201)
+    def create_token(body: TokenIn, who: Who) -> TokenOut:
+        if not who.is_admin:
+            raise HTTPException(403, "only an admin may create tokens")
+        token = store.create_token(body.user, settings.clock(), admin=body.admin)
+        return TokenOut(user=body.user, admin=body.admin, token=token)
+
+    return app
+
+
+class _NodeCache:
+    """The cluster's nodes, read once: ``serve`` records them before the API starts."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._gpus: dict[str, int] | None = None
+
+    def gpus(self) -> dict[str, int]:
+        if not self._gpus:
+            self._gpus = {n.name: n.gpus for n in self._store.nodes()}
+        return self._gpus
+
+    def names(self) -> list[str]:
+        return list(self.gpus())
+
+
+def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
+    """Cross-field and cluster checks of a submission; a 422 names the offending field."""
+    gpus, lo, hi = body.bounds()
+    if lo > hi:
+        raise unprocessable("min_gpus", f"min_gpus ({lo}) must be <= max_gpus ({hi})")
+    if not lo <= gpus <= hi:
+        raise unprocessable("gpus", f"gpus ({gpus}) must lie in min_gpus..max_gpus ({lo}..{hi})")
+    total = sum(node_gpus.values())
+    if hi > total:
+        field = "max_gpus" if body.max_gpus is not None else "gpus"
+        raise unprocessable(field, f"{field} ({hi}) is more than the cluster's {total} GPUs")
+    return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
+                  max_gpus=hi, tier=str(body.tier), priority=body.priority,
+                  deadline_s=body.deadline_s)
+
+
+def _nodes(store: Store) -> list[NodeOut]:
+    rows = store.nodes()
+    used = {n.position: 0 for n in rows}
+    jobs: dict[int, list[int]] = {n.position: [] for n in rows}
+    for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
+        for node, count in load_alloc(job.allocation).workers:
+            used[node] = used.get(node, 0) + count
+            jobs.setdefault(node, []).append(job.id)
+    return [NodeOut(name=n.name, gpus=n.gpus, used=used[n.position],
+                    free=n.gpus - used[n.position], state=n.state, jobs=jobs[n.position])
+            for n in rows]
+
+
+def _read_log(path: Path, offset: int) -> tuple[str, int]:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read(LOG_CHUNK)
+    except FileNotFoundError:
+        return "", offset
+    return data.decode("utf-8", errors="replace"), offset + len(data)

@@ -1,0 +1,158 @@
+"""Pydantic models of the HTTP API (the edge: plain rows and dataclasses inside)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from stint.model.job import Tier
+from stint.runtime.store import load_alloc
+from stint.runtime.tables import Job, Transition
+
+MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
+Text = Annotated[str, Field(max_length=4096)]
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{field} must not contain NUL characters")
+    return value
+
+
+class JobIn(BaseModel):
+    """A job submission: ``gpus`` workers of one GPU each (default: ``max_gpus``, else 1);
+    ``min_gpus``..``max_gpus`` bound elastic resizing (both default to ``gpus``); ``deadline_s``
+    is seconds after submission."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[Text] = Field(min_length=1, max_length=1024)
+    name: str = Field(default="", max_length=128)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_ID)
+    min_gpus: int | None = Field(default=None, ge=1, le=MAX_ID)
+    max_gpus: int | None = Field(default=None, ge=1, le=MAX_ID)
+    tier: Tier = Tier.STANDARD
+    priority: float = Field(default=1.0, ge=0.0, le=1e12, allow_inf_nan=False)
+    deadline_s: float | None = Field(default=None, gt=0.0, le=1e12, allow_inf_nan=False)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, argv: list[str]) -> list[str]:
+        if not argv[0].strip():
+            raise ValueError("command[0] (the program) must not be empty")
+        for arg in argv:
+            _no_nul(arg, "command")
+        return argv
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return _no_nul(name, "name")
+
+    def bounds(self) -> tuple[int, int, int]:
+        """(gpus, min_gpus, max_gpus) with the defaults filled in; not checked (see api)."""
+        gpus = self.gpus if self.gpus is not None else (self.max_gpus or self.min_gpus or 1)
+        lo = self.min_gpus if self.min_gpus is not None else gpus
+        hi = self.max_gpus if self.max_gpus is not None else max(gpus, lo)
+        return gpus, lo, hi
+
+
+class ResizeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    workers: int = Field(ge=1, le=MAX_ID)
+
+
+class MigrateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node: str = Field(min_length=1, max_length=128)
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    admin: bool = False
+
+
+class TokenOut(BaseModel):
+    user: str
+    admin: bool
+    token: str
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str
+    user: str
+    command: list[str]
+    gpus: int
+    min_gpus: int
+    max_gpus: int
+    tier: str
+    priority: float
+    deadline_s: float | None
+    state: str
+    reason: str
+    attempt: int
+    allocation: dict[str, int]  # node name -> workers (the last allocation once stopped)
+    submitted_at: float
+    first_start_at: float | None
+    finished_at: float | None
+    failures: int
+    preemptions: int
+    exit_code: int | None
+    attained_gpu_s: float
+    pin_workers: int | None
+    pin_node: str | None
+    cancel_requested: bool
+
+    @staticmethod
+    def of(job: Job, user: str, node_names: list[str]) -> JobOut:
+        alloc = load_alloc(job.allocation)
+        return JobOut(
+            id=job.id, name=job.name, user=user, command=json.loads(job.command), gpus=job.gpus,
+            min_gpus=job.min_gpus, max_gpus=job.max_gpus, tier=job.tier, priority=job.priority,
+            deadline_s=job.deadline_s, state=job.state, reason=job.reason, attempt=job.attempt,
+            allocation={_name(node_names, n): c for n, c in alloc.workers},
+            submitted_at=job.submitted_at, first_start_at=job.first_start_at,
+            finished_at=job.finished_at, failures=job.failures, preemptions=job.preemptions,
+            exit_code=job.exit_code, attained_gpu_s=job.attained_gpu_s,
+            pin_workers=job.pin_workers, pin_node=job.pin_node,
+            cancel_requested=job.cancel_requested,
+        )
+
+
+def _name(names: list[str], position: int) -> str:
+    return names[position] if 0 <= position < len(names) else f"#{position}"
+
+
+class TransitionOut(BaseModel):
+    src: str
+    dst: str
+    at: float
+    attempt: int
+    reason: str
+
+    @staticmethod
+    def of(t: Transition) -> TransitionOut:
+        return TransitionOut(src=t.src, dst=t.dst, at=t.at, attempt=t.attempt, reason=t.reason)
+
+
+class JobDetail(JobOut):
+    transitions: list[TransitionOut]
+
+
+class LogsOut(BaseModel):
+    text: str
+    next_offset: int
+    finished: bool  # the job is in a terminal state: no more output will come
+
+
+class NodeOut(BaseModel):
+    name: str
+    gpus: int
+    used: int
+    free: int
+    state: str
+    jobs: list[int]

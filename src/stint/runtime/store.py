@@ -1,0 +1,274 @@
+"""The durable store: engine set-up (SQLite in WAL mode or PostgreSQL), migrations, and the queries
+the API and the controller share. The store is the source of truth of the control plane."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from stint.model.allocation import Allocation
+from stint.runtime.states import JobState, check_transition
+from stint.runtime.tables import Job, NodeRow, Override, Token, Transition, User
+
+ADMIN_NAME = "admin"
+
+
+def normalize_url(url: str) -> str:
+    """Accept ``postgresql://`` (and ``postgres://``) for psycopg 3; pass everything else on."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def sqlite_url(data_dir: Path) -> str:
+    return f"sqlite:///{data_dir / 'stint.db'}"
+
+
+def make_engine(url: str) -> Engine:
+    url = normalize_url(url)
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event decide when transactions start (see below).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(conn: Any) -> None:
+        # Take the write lock up front: a deferred transaction that later writes can fail with
+        # SQLITE_BUSY without waiting when the API and the controller write at the same time.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest Alembic revision (idempotent)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config(str(Path(__file__).with_name("alembic.ini")))
+    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def dump_alloc(alloc: Allocation) -> str:
+    return json.dumps([list(p) for p in alloc.workers])
+
+
+def load_alloc(text: str | None) -> Allocation:
+    if not text:
+        return Allocation()
+    return Allocation(tuple((int(n), int(c)) for n, c in json.loads(text)))
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling the API."""
+
+    user_id: int
+    name: str
+    is_admin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated submission (the API checks it against the cluster first)."""
+
+    name: str
+    command: list[str]
+    gpus: int
+    min_gpus: int
+    max_gpus: int
+    tier: str
+    priority: float
+    deadline_s: float | None
+
+
+class Store:
+    """Sessions and queries. Thread-safe: each call opens its own session."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.engine = make_engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def migrate(self) -> None:
+        migrate(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on error."""
+        with self._sessions() as s, s.begin():
+            yield s
+
+    # -- users and tokens ------------------------------------------------------------------
+    def create_token(self, user: str, now: float, admin: bool = False) -> str:
+        """Create ``user`` if new and give it a fresh token (replacing any earlier one)."""
+        token = secrets.token_urlsafe(32)
+        with self.session() as s:
+            row = s.scalar(select(User).where(User.name == user))
+            if row is None:
+                row = User(name=user, is_admin=admin, created_at=now)
+                s.add(row)
+                s.flush()
+            elif admin and not row.is_admin:
+                row.is_admin = True
+            old = s.get(Token, row.id)
+            if old is not None:
+                s.delete(old)
+                s.flush()
+            s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=now))
+        return token
+
+    def ensure_admin_token(self, path: Path, now: float) -> str | None:
+        """On an empty store, create the admin user and write its token to ``path`` (mode 0600)."""
+        with self.session() as s:
+            if s.scalar(select(func.count()).select_from(User)):
+                return None
+        token = self.create_token(ADMIN_NAME, now, admin=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        os.chmod(path, 0o600)
+        return token
+
+    def caller_for_token(self, token: str) -> Caller | None:
+        with self.session() as s:
+            row = s.execute(
+                select(User.id, User.name, User.is_admin)
+                .join(Token, Token.user_id == User.id)
+                .where(Token.token_hash == hash_token(token))
+            ).first()
+        return Caller(row.id, row.name, row.is_admin) if row else None
+
+    # -- nodes -----------------------------------------------------------------------------
+    def set_nodes(self, nodes: Sequence[tuple[str, int]]) -> None:
+        """Record the cluster's nodes (name, GPUs) in order; forget nodes no longer present."""
+        with self.session() as s:
+            known = {n.name: n for n in s.scalars(select(NodeRow))}
+            for i, (name, gpus) in enumerate(nodes):
+                row = known.pop(name, None)
+                if row is None:
+                    s.add(NodeRow(name=name, position=i, gpus=gpus, state="ready"))
+                else:
+                    row.position, row.gpus, row.state = i, gpus, "ready"
+            for row in known.values():
+                s.delete(row)
+
+    def nodes(self) -> list[NodeRow]:
+        with self.session() as s:
+            return list(s.scalars(select(NodeRow).order_by(NodeRow.position)))
+
+    # -- jobs ------------------------------------------------------------------------------
+    def add_job(self, spec: NewJob, caller: Caller, now: float) -> Job:
+        job = Job(
+            user_id=caller.user_id,
+            name=spec.name,
+            command=json.dumps(spec.command),
+            gpus=spec.gpus,
+            min_gpus=spec.min_gpus,
+            max_gpus=spec.max_gpus,
+            tier=spec.tier,
+            priority=spec.priority,
+            deadline_s=spec.deadline_s,
+            submitted_at=now,
+            state=JobState.QUEUED,
+            reason="submitted",
+            attempt=0,
+            allocation="[]",
+            failures=0,
+            preemptions=0,
+            last_change_at=now,
+            attained_gpu_s=0.0,
+            cancel_requested=False,
+            preempt_requested=False,
+        )
+        with self.session() as s:
+            s.add(job)
+            s.flush()
+            s.add(Transition(job_id=job.id, src="", dst=JobState.QUEUED, at=now, attempt=0,
+                             reason=f"submitted by {caller.name}"))
+        return job
+
+    def get_job(self, job_id: int, caller: Caller | None = None) -> Job | None:
+        """The job, or None if it does not exist or ``caller`` may not see it."""
+        with self.session() as s:
+            job = s.get(Job, job_id)
+        if job is None or (caller and not caller.is_admin and job.user_id != caller.user_id):
+            return None
+        return job
+
+    def list_jobs(
+        self, caller: Caller, states: Sequence[str] = (), limit: int = 1000, offset: int = 0
+    ) -> list[Job]:
+        q = select(Job).order_by(Job.id).limit(limit).offset(offset)
+        if not caller.is_admin:
+            q = q.where(Job.user_id == caller.user_id)
+        if states:
+            q = q.where(Job.state.in_(list(states)))
+        with self.session() as s:
+            return list(s.scalars(q))
+
+    def user_names(self) -> dict[int, str]:
+        with self.session() as s:
+            return {uid: name for uid, name in s.execute(select(User.id, User.name))}
+
+    def transitions(self, job_id: int) -> list[Transition]:
+        with self.session() as s:
+            q = select(Transition).where(Transition.job_id == job_id).order_by(Transition.id)
+            return list(s.scalars(q))
+
+    def request(self, job_id: int, caller: Caller, kind: str, value: str, now: float,
+                **columns: Any) -> None:
+        """Record an operator request (``cancel``, ``preempt``, ``resize``, ``migrate``) and set
+        the job's request columns; the controller acts on them at its next step."""
+        with self.session() as s:
+            s.execute(update(Job).where(Job.id == job_id).values(**columns))
+            s.add(Override(job_id=job_id, kind=kind, value=value, user_id=caller.user_id, at=now))
+
+    def count_jobs(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(Job)) or 0)
+
+
+def record_transition(
+    s: Session, job: Job, dst: JobState, now: float, reason: str, **columns: Any
+) -> None:
+    """Move ``job`` to ``dst`` inside session ``s``: check the edge, set the columns, log it."""
+    src = JobState(job.state)
+    check_transition(str(job.id), src, dst)
+    for key, value in columns.items():
+        setattr(job, key, value)
+    job.state = dst
+    job.reason = reason
+    job.last_change_at = now
+    s.add(Transition(job_id=job.id, src=src, dst=dst, at=now, attempt=job.attempt, reason=reason))

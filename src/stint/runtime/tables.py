@@ -1,0 +1,112 @@
+"""ORM rows of the store. The Alembic migrations in ``migrations/versions`` create these tables;
+a change here needs a new migration (``tests/runtime/test_store.py`` checks that they agree)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """One API token per user, stored as the sha256 of a random 32-byte secret."""
+
+    __tablename__ = "tokens"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)  # index in the cluster (Allocation refers to it)
+    gpus: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="ready")
+
+
+class Job(Base):
+    """A submitted job: its spec (immutable after submission) and its lifecycle state.
+
+    ``allocation``/``target`` are JSON lists of ``[node_position, workers]`` pairs: the current (or,
+    once stopped, the last) allocation, and where the job goes once its current checkpoint
+    completes (a migration or a resize). ``slots`` are the accelerator slots it holds per node.
+    ``cancel_requested``/``preempt_requested``/``pin_*`` are operator requests written by the API;
+    every other lifecycle column is written by the controller only.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_user_id", "user_id"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    name: Mapped[str] = mapped_column(String(128), default="")
+    command: Mapped[str] = mapped_column(Text)  # JSON list of argv strings
+    gpus: Mapped[int] = mapped_column(Integer)
+    min_gpus: Mapped[int] = mapped_column(Integer)
+    max_gpus: Mapped[int] = mapped_column(Integer)
+    tier: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[float] = mapped_column(Float, default=1.0)
+    deadline_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    submitted_at: Mapped[float] = mapped_column(Float)
+
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    allocation: Mapped[str] = mapped_column(Text, default="[]")
+    slots: Mapped[str] = mapped_column(Text, default="{}")  # JSON {node_position: [slot, ...]}
+    target: Mapped[str | None] = mapped_column(Text, nullable=True)
+    stop_purpose: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    stop_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_start_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_change_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    holding_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    pin_workers: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pin_node: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class Transition(Base):
+    __tablename__ = "transitions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    src: Mapped[str] = mapped_column(String(16))
+    dst: Mapped[str] = mapped_column(String(16))
+    at: Mapped[float] = mapped_column(Float)
+    attempt: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class Override(Base):
+    """An operator command (preempt, resize, migrate, cancel), kept for the record."""
+
+    __tablename__ = "overrides"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    value: Mapped[str] = mapped_column(String(128), default="")
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,385 @@
+"""The event-driven simulation engine: the simulator's mechanism.
+
+Between events every job progresses at a constant rate given by its allocation and the
+performance model, so nothing is simulated in idle stretches. Per event the engine does
+O(changed jobs) work: progress is kept lazily on each ``JobStatus`` (``as_of_s``/``rate``) and
+settled only when a job's allocation changes or it completes; the policy sees the live job table
+(``ClusterView.by_id``) plus the list of jobs that changed, never a rebuilt copy.
+
+At each distinct event time: completions, node failures/recoveries, arrivals, finished action
+delays and slot ticks are applied, then the policy is called once, its plan is reconciled into
+actions (``stint.reconcile``), and each action is enacted with its modelled delay
+(``CostModel``). Every plan is checked against node capacities; a violation raises
+``CapacityError`` naming the job and node.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.cluster import Cluster
+from stint.model.job import JobSpec
+from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase, Policy
+from stint.reconcile import Action, ActionKind, reconcile
+from stint.sim.costs import CostModel
+from stint.sim.events import Event, EventKind
+from stint.sim.metrics import JobRecord, RunResult
+
+_EPS = 1e-9
+
+
+class CapacityError(RuntimeError):
+    """A plan asked for more than a node has."""
+
+
+@dataclass(slots=True)
+class _Track:
+    """Engine-private bookkeeping for one active job."""
+
+    version: int = 0
+    migrations: int = 0
+    resizes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFailure:
+    """Node ``node`` is down from ``down_s`` to ``up_s``."""
+
+    node: int
+    down_s: float
+    up_s: float
+
+
+class _ActiveJobs(Sequence[JobStatus]):
+    """A read-only, arrival-ordered view of the engine's job table (no copy per call)."""
+
+    def __init__(self, table: dict[str, JobStatus]) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __iter__(self) -> Iterator[JobStatus]:
+        return iter(self._table.values())
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        return list(self._table.values())[i]
+
+
+@dataclass
+class Simulator:
+    """Replays ``jobs`` on ``cluster`` under ``policy``. ``run()`` returns the metrics."""
+
+    cluster: Cluster
+    jobs: Sequence[JobSpec]
+    policy: Policy
+    perf: PerfModel
+    costs: CostModel = field(default_factory=CostModel)
+    failures: Sequence[NodeFailure] = ()
+    on_progress: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
+        ids = {s.job_id for s in self._specs}
+        if len(ids) != len(self._specs):
+            raise ValueError("job ids must be unique")
+        caps = [n.capacity.as_tuple() for n in self.cluster.nodes]
+        self._cap = [list(c) for c in caps]
+        self._free = [list(c) for c in caps]
+        self._free_gpus = [int(c[0]) for c in caps]
+        self._down: set[int] = set()
+        self._table: dict[str, JobStatus] = {}
+        self._track: dict[str, _Track] = {}
+        self._heap: list[Event] = []
+        self._seq = 0
+        self._changed: dict[str, None] = {}
+        self._records: list[JobRecord] = []
+        self._waiting = 0
+        self._busy = 0
+        self._busy_gpu_s = 0.0
+        self._last_t = 0.0
+        self._tick_at: float | None = None
+        self._series: tuple[array[float], array[float], array[float]] = (
+            array("d"),
+            array("d"),
+            array("d"),
+        )
+        self._latency = array("d")
+        self._stream = id(self)
+
+    # ----------------------------------------------------------------------------------- run
+    def run(self) -> RunResult:
+        wall0 = time.perf_counter()
+        specs, n, ai = self._specs, len(self._specs), 0
+        for f in self.failures:
+            self._push(f.down_s, EventKind.NODE_DOWN, str(f.node))
+            self._push(f.up_s, EventKind.NODE_UP, str(f.node))
+        start = specs[0].arrival_s if specs else 0.0
+        self._last_t = start
+        events = 0
+        while ai < n or self._heap:
+            t = min(specs[ai].arrival_s if ai < n else math.inf, self._heap[0][0] if self._heap else math.inf)
+            if t == math.inf:
+                break
+            self._advance(t)
+            dirty = False
+            while self._heap and self._heap[0][0] == t:
+                dirty |= self._handle(heapq.heappop(self._heap), t)
+                events += 1
+            while ai < n and specs[ai].arrival_s == t:
+                self._arrive(specs[ai], t)
+                ai += 1
+                events += 1
+                dirty = True
+            if dirty and self._table:
+                self._decide(t)
+            self._schedule_tick(t)
+            if self.on_progress is not None and events % 4096 == 0:
+                self.on_progress(len(self._records), n)
+        if self._table:  # only jobs that can never run are left (e.g. the policy never admits them)
+            for st in list(self._table.values()):
+                self._finish(st, self._last_t, rejected="never scheduled")
+        if self.on_progress is not None:
+            self.on_progress(len(self._records), n)
+        return RunResult(
+            policy=getattr(self.policy, "name", type(self.policy).__name__),
+            records=self._records,
+            total_gpus=self.cluster.total_gpus,
+            busy_gpu_s=self._busy_gpu_s,
+            start_s=start,
+            end_s=self._last_t,
+            series=self._series,
+            latencies_s=self._latency,
+            events=events,
+            wall_s=time.perf_counter() - wall0,
+        )
+
+    # -------------------------------------------------------------------------------- events
+    def _push(self, t: float, kind: EventKind, job_id: str, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, int(kind), self._seq, kind, job_id, version))
+
+    def _advance(self, t: float) -> None:
+        dt = t - self._last_t
+        if dt > 0:
+            self._busy_gpu_s += self._busy * dt
+            self._last_t = t
+
+    def _handle(self, ev: Event, t: float) -> bool:
+        _, _, _, kind, job_id, version = ev
+        if kind is EventKind.TICK:
+            self._tick_at = None
+            return True
+        if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
+            self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
+            return True
+        st = self._table.get(job_id)
+        if st is None or self._track[job_id].version != version:
+            return False  # stale: the job's rate changed or it finished since
+        self._settle(st, t)
+        if kind is EventKind.COMPLETION:
+            self._release(st)
+            self._finish(st, t)
+        else:  # ACTION_DONE
+            self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+        self._changed[job_id] = None
+        return True
+
+    def _arrive(self, spec: JobSpec, t: float) -> None:
+        st = JobStatus(spec=spec, last_change_s=t, as_of_s=t)
+        self._table[spec.job_id] = st
+        self._track[spec.job_id] = _Track()
+        self._changed[spec.job_id] = None
+        self._waiting += 1
+
+    def _schedule_tick(self, t: float) -> None:
+        tick = self.policy.tick_s
+        if not tick or self._tick_at is not None or not self._table:
+            return
+        if self._waiting or getattr(self.policy, "tick_when_idle", False):
+            self._tick_at = (math.floor(t / tick) + 1) * tick
+            self._push(self._tick_at, EventKind.TICK, "")
+
+    # ------------------------------------------------------------------------------ decisions
+    def _decide(self, t: float) -> None:
+        view = ClusterView(
+            now=t,
+            cluster=self.cluster,
+            jobs=_ActiveJobs(self._table),
+            free_gpus=self._free_gpus,
+            perf=self.perf,
+            changed=list(self._changed),
+            by_id=self._table,
+            stream=self._stream,
+        )
+        self._changed.clear()
+        t0 = time.perf_counter()
+        plan = self.policy.plan(view)
+        self._latency.append(time.perf_counter() - t0)
+        if not plan.is_empty():
+            self._enact(plan, t)
+        s_t, s_busy, s_queue = self._series
+        s_t.append(t)
+        s_busy.append(self._busy)
+        s_queue.append(self._waiting)
+
+    def _enact(self, plan: Plan, t: float) -> None:
+        table = self._table
+        current = {j: table[j].allocation for j in plan.allocations if j in table}
+        missing = [j for j in (*plan.allocations, *plan.reject) if j not in table]
+        if missing:
+            raise KeyError(f"policy {self.policy.name!r} planned for unknown or finished jobs {missing[:5]}")
+        has_run = {j: table[j].first_start_s is not None for j in plan.allocations}
+        for action in reconcile(plan, current, has_run):
+            self._apply(action, t)
+        for j in plan.allocations:
+            self._changed[j] = None
+
+    def _apply(self, action: Action, t: float) -> None:
+        st = self._table[action.job_id]
+        kind = action.kind
+        if kind is ActionKind.REJECT:
+            self._settle(st, t)
+            self._release(st)
+            self._finish(st, t, rejected=action.reason or "rejected")
+            return
+        self._settle(st, t)
+        was_waiting = not st.allocation
+        self._release(st)
+        self._acquire(st, action.after)
+        st.last_change_s = t
+        track = self._track[st.job_id]
+        if kind is ActionKind.PREEMPT:
+            st.phase = Phase.PAUSED
+            st.preemptions += 1
+            self._waiting += 1
+            self._set_rate(st, t, 0.0)
+            return
+        if was_waiting:
+            self._waiting -= 1
+        if st.first_start_s is None:
+            st.first_start_s = t
+        st.phase = Phase.RUNNING
+        track.migrations += kind is ActionKind.MIGRATE
+        track.resizes += kind is ActionKind.RESIZE
+        delay = self.costs.delay(kind)
+        if delay > 0:
+            self._set_rate(st, t, 0.0)
+            self._push(t + delay, EventKind.ACTION_DONE, st.job_id, track.version)
+        else:
+            self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+
+    def _set_rate(self, st: JobStatus, t: float, rate: float) -> None:
+        """Change a settled job's rate; schedule its completion if it now progresses."""
+        track = self._track[st.job_id]
+        track.version += 1
+        st.rate = rate
+        if rate > 0:
+            left = max(0.0, st.spec.work - st.work_done)
+            self._push(t + left / rate, EventKind.COMPLETION, st.job_id, track.version)
+
+    # ------------------------------------------------------------------------------ progress
+    @staticmethod
+    def _settle(st: JobStatus, t: float) -> None:
+        since = st.as_of_s if st.as_of_s is not None else t
+        dt = t - since
+        if dt > 0:
+            st.work_done += st.rate * dt
+            st.attained_gpu_s += st.held_gpus * dt
+        st.as_of_s = t
+
+    def _finish(self, st: JobStatus, t: float, rejected: str = "") -> None:
+        spec = st.spec
+        track = self._track.pop(spec.job_id)
+        del self._table[spec.job_id]
+        if not st.allocation and st.phase is not Phase.RUNNING:
+            self._waiting -= 1
+        self._changed[spec.job_id] = None
+        jct = t - spec.arrival_s
+        self._records.append(
+            JobRecord(
+                job_id=spec.job_id,
+                arrival_s=spec.arrival_s,
+                first_start_s=st.first_start_s,
+                finish_s=t,
+                work=spec.work,
+                work_received=st.work_done,
+                gpus=spec.requested_workers * spec.gpus_per_worker,
+                attained_gpu_s=st.attained_gpu_s,
+                preemptions=st.preemptions,
+                migrations=track.migrations,
+                resizes=track.resizes,
+                utility=0.0 if rejected else float(spec.utility(jct)),
+                rejected=rejected,
+                ideal_s=self._ideal_s(spec),
+            )
+        )
+
+    def _ideal_s(self, spec: JobSpec) -> float:
+        """Run time alone on an empty cluster at the job's best size (a lower bound on its JCT)."""
+        per_node = max(self._free_gpus_cap(), 1)
+        best = 0.0
+        for n in range(spec.min_workers, spec.max_workers + 1):
+            full, rest = divmod(n, per_node)
+            nodes = {i: per_node for i in range(full)}
+            if rest:
+                nodes[full] = rest
+            best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
+        return spec.work / best if best > 0 else math.inf
+
+    def _free_gpus_cap(self) -> int:
+        return int(max(c[0] for c in self._cap)) // 1
+
+    # ------------------------------------------------------------------------------ capacity
+    def _acquire(self, st: JobStatus, alloc: Allocation) -> None:
+        self._charge(st.spec, alloc, -1.0)
+        st.allocation = alloc
+
+    def _release(self, st: JobStatus) -> None:
+        if st.allocation:
+            self._charge(st.spec, st.allocation, 1.0)
+            st.allocation = EMPTY
+
+    def _charge(self, spec: JobSpec, alloc: Allocation, sign: float) -> None:
+        """Add (sign=+1) or take (sign=-1) an allocation's resources; check capacity on take."""
+        parts = [(alloc.workers, spec.worker_demand.as_tuple())]
+        if alloc.ps and spec.ps_demand is not None:
+            parts.append((alloc.ps, spec.ps_demand.as_tuple()))
+        for counts, demand in parts:
+            for node, k in counts:
+                if node < 0 or node >= len(self._free):
+                    raise CapacityError(f"job {spec.job_id}: no node {node} (cluster has {len(self._free)})")
+                free = self._free[node]
+                for r in range(4):
+                    if demand[r]:
+                        free[r] += sign * k * demand[r]
+                        if free[r] < -_EPS or (sign < 0 and node in self._down):
+                            raise CapacityError(
+                                f"policy {self.policy.name!r} over-committed node {node} with job "
+                                f"{spec.job_id}: resource {('gpu', 'cpu', 'mem_gb', 'net_gbps')[r]} "
+                                f"short by {-free[r]:g}" + (" (node is down)" if node in self._down else "")
+                            )
+                gpus = int(k * demand[0])
+                self._free_gpus[node] += int(sign) * gpus
+                self._busy -= int(sign) * gpus
+
+    # ------------------------------------------------------------------------------ failures
+    def _node_event(self, node: int, t: float, down: bool) -> None:
+        if down:
+            for st in [s for s in self._table.values() if any(n == node for n, _ in s.allocation.workers)]:
+                self._apply(Action(ActionKind.PREEMPT, st.job_id, st.allocation, EMPTY, "node failed"), t)
+                self._changed[st.job_id] = None
+            self._down.add(node)
+            self._free[node] = [0.0] * 4
+            self._free_gpus[node] = 0
+        else:
+            self._down.discard(node)
+            self._free[node] = list(self._cap[node])
+            self._free_gpus[node] = int(self._cap[node][0])

@@ -1,0 +1,100 @@
+"""Per-job records and per-run metrics (the ``summary.json`` contract)."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What happened to one job. ``rejected`` is empty for completed jobs, else the reason."""
+
+    job_id: str
+    arrival_s: float
+    first_start_s: float | None
+    finish_s: float
+    work: float
+    work_received: float
+    gpus: int
+    attained_gpu_s: float
+    preemptions: int
+    migrations: int
+    resizes: int
+    utility: float
+    rejected: str
+    ideal_s: float
+
+    @property
+    def completed(self) -> bool:
+        return not self.rejected
+
+    @property
+    def jct_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def queue_s(self) -> float:
+        """Queueing delay: arrival to first start (to the end, if it never started)."""
+        start = self.first_start_s if self.first_start_s is not None else self.finish_s
+        return start - self.arrival_s
+
+    @property
+    def run_s(self) -> float:
+        """First start to completion (includes time paused after preemptions)."""
+        return 0.0 if self.first_start_s is None else self.finish_s - self.first_start_s
+
+
+CSV_FIELDS = [f.name for f in fields(JobRecord)] + ["jct_s", "queue_s", "run_s"]
+
+
+def record_row(r: JobRecord) -> list[Any]:
+    return [getattr(r, f) for f in CSV_FIELDS]
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced; ``summary()`` gives the figures ``summary.json`` carries."""
+
+    policy: str
+    records: list[JobRecord]
+    total_gpus: int
+    busy_gpu_s: float
+    start_s: float
+    end_s: float
+    series: tuple[array[float], array[float], array[float]]  # time, busy GPUs, waiting jobs
+    latencies_s: array[float]
+    events: int
+    wall_s: float
+
+    def summary(self) -> dict[str, Any]:
+        done = [r for r in self.records if r.completed]
+        jct = np.fromiter((r.jct_s for r in done), dtype=float, count=len(done))
+        lat_ms = np.frombuffer(self.latencies_s, dtype=float) * 1e3 if len(self.latencies_s) else np.zeros(1)
+        span = max(self.end_s - self.start_s, 0.0)
+        pct = (lambda q: float(np.percentile(jct, q))) if len(jct) else (lambda q: 0.0)
+        return {
+            "jobs": len(self.records),
+            "completed": len(done),
+            "rejected": len(self.records) - len(done),
+            "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+            "median_jct_s": pct(50),
+            "p95_jct_s": pct(95),
+            "p99_jct_s": pct(99),
+            "avg_queue_s": float(np.mean([r.queue_s for r in done])) if done else 0.0,
+            "makespan_s": span,
+            "gpu_utilization": self.busy_gpu_s / (self.total_gpus * span) if span > 0 else 0.0,
+            "total_utility": float(sum(r.utility for r in self.records)),
+            "preemptions": int(sum(r.preemptions for r in self.records)),
+            "migrations": int(sum(r.migrations for r in self.records)),
+            "resizes": int(sum(r.resizes for r in self.records)),
+            "policy_calls": len(self.latencies_s),
+            "policy_latency_ms_mean": float(lat_ms.mean()),
+            "policy_latency_ms_p99": float(np.percentile(lat_ms, 99)),
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
+        }

@@ -1,0 +1,215 @@
+"""Trace readers: the Philly job log and Pollux workloads, shipped or by path.
+
+``load("philly")``, ``load("pollux:6")`` or ``load(path)`` return a ``Trace``: job specs sorted by
+arrival (seconds from the first kept job) and the performance model their work is measured in.
+A malformed row raises ``TraceError`` naming the file, the line and the reason.
+
+Fields a trace lacks are filled by a seeded rule (``--seed``), drawn per job in arrival order:
+- utility: OASiS' sigmoid (paper §5): γ1 (priority) ~ U[1, 100]; class 10% time-insensitive
+  (constant γ1/2), 55% time-sensitive (γ2 ~ U[0.01, 1]), 35% time-critical (γ2 ~ U[4, 6]);
+  target γ3 = the job's ideal run time plus U[1, 15] one-hour slots;
+- tier: 10% premium, 60% standard, 30% basic;
+- workers: rigid (min = max = requested), because a recorded duration is only known at the
+  requested size; with ``elastic=True``, min = max(1, requested // 2) and max = 2 x requested.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import random
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import IO, Iterator
+
+from stint.model.job import JobSpec, Tier
+from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
+from stint.perf.profile import APPLICATIONS, ProfileModel
+from stint.perf.scaling import ScalingModel
+from stint.policies.base import PerfModel
+
+PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
+POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the file, line and reason."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    jobs: list[JobSpec]
+    perf: PerfModel
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which jobs to keep: ``vc`` (virtual cluster), arrival window in seconds from the trace's
+    first submission ``[start_s, end_s)``, then the first ``limit`` jobs by arrival."""
+
+    limit: int | None = None
+    vc: str | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+def load(spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False) -> Trace:
+    """Load ``philly``, ``pollux:N`` (N = 1..8) or a CSV path in either format (.csv or .csv.gz)."""
+    if spec == "philly":
+        path, label = _data_path("philly.csv.gz"), "philly"
+    elif spec.startswith("pollux:"):
+        n = spec.split(":", 1)[1]
+        if n not in {str(i) for i in range(1, 9)}:
+            raise TraceError(f"unknown Pollux workload {n!r}; valid: pollux:1 .. pollux:8")
+        path, label = _data_path(f"pollux/workloads/workload-{n}.csv.gz"), spec
+    else:
+        path, label = Path(spec), Path(spec).name
+        if not path.is_file():
+            raise TraceError(f"{spec}: no such trace file (or use 'philly' or 'pollux:N')")
+    with _open(path) as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header == PHILLY_COLUMNS:
+            jobs, perf = _philly(reader, str(path), filters), ScalingModel()
+        elif header == POLLUX_COLUMNS:
+            jobs, perf = _pollux(reader, str(path), filters), ProfileModel()
+        else:
+            raise TraceError(
+                f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
+                f"or {POLLUX_COLUMNS} (Pollux)"
+            )
+    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path))
+
+
+def _data_path(name: str) -> Path:
+    return Path(str(resources.files("stint") / "data" / name))
+
+
+def _open(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _rows(reader: Iterator[list[str]], path: str, width: int) -> Iterator[tuple[int, list[str]]]:
+    for row in reader:
+        line = reader.line_num  # type: ignore[attr-defined]
+        if not row:
+            continue
+        if len(row) != width:
+            raise TraceError(f"{path}:{line}: expected {width} fields, got {len(row)}: {row}")
+        yield line, row
+
+
+def _number(path: str, line: int, field: str, text: str, kind: type = float, low: float = 0.0) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise TraceError(f"{path}:{line}: field {field!r} is not a {kind.__name__}: {text!r}") from None
+    if value < low:
+        raise TraceError(f"{path}:{line}: field {field!r} must be >= {low:g}, got {text!r}")
+    return value
+
+
+def _philly(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]:
+    raw: list[tuple[float, int, float, int, str]] = []
+    for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
+        try:
+            t = datetime.fromisoformat(ts).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            raise TraceError(f"{path}:{line}: field 'timestamp' is not YYYY-MM-DD HH:MM:SS: {ts!r}") from None
+        d = _number(path, line, "duration", duration, float, 1e-9)
+        g = int(_number(path, line, "num_gpus", gpus, int, 1))
+        if not vc:
+            raise TraceError(f"{path}:{line}: field 'cluster' is empty")
+        raw.append((t, line, d, g, vc))
+    if not raw:
+        return []
+    t0 = min(r[0] for r in raw)
+    kept = [r for r in raw if _keep(r[0] - t0, r[4], f)]
+    kept.sort(key=lambda r: (r[0], r[1]))
+    if f.limit is not None:
+        kept = kept[: f.limit]
+    base = kept[0][0] if kept else t0
+    return [
+        JobSpec(
+            job_id=f"philly-{line - 1}",
+            arrival_s=t - base,
+            work=d,
+            requested_workers=g,
+            min_workers=g,
+            max_workers=g,
+            vc=vc,
+            user=vc,
+            duration_s=d,
+        )
+        for t, line, d, g, vc in kept
+    ]
+
+
+def _pollux(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]:
+    raw: list[tuple[float, int, str, str, int, int]] = []
+    for line, (name, time_s, app, replicas, bsz) in _rows(reader, path, 5):
+        if app not in APPLICATIONS:
+            raise TraceError(f"{path}:{line}: unknown application {app!r}; known: {', '.join(APPLICATIONS)}")
+        t = _number(path, line, "time", time_s, float, 0.0)
+        n = int(_number(path, line, "num_replicas", replicas, int, 1))
+        b = int(_number(path, line, "batch_size", bsz, int, 1))
+        raw.append((t, line, name or f"job-{line - 1}", app, n, b))
+    kept = sorted((r for r in raw if _keep(r[0], "", f)), key=lambda r: (r[0], r[1]))
+    if f.limit is not None:
+        kept = kept[: f.limit]
+    jobs = []
+    for t, _line, name, app, n, b in kept:
+        a = APPLICATIONS[app]
+        jobs.append(
+            JobSpec(
+                job_id=name,
+                arrival_s=t,
+                work=a.work_samples,
+                requested_workers=n,
+                min_workers=1,
+                max_workers=max(n, b // a.min_local_bsz),
+                application=app,
+                batch_size=b,
+            )
+        )
+    return jobs
+
+
+def _keep(offset_s: float, vc: str, f: Filters) -> bool:
+    if f.vc is not None and vc != f.vc:
+        return False
+    if f.start_s is not None and offset_s < f.start_s:
+        return False
+    return f.end_s is None or offset_s < f.end_s
+
+
+def _fill_missing(jobs: list[JobSpec], seed: int, elastic: bool) -> list[JobSpec]:
+    rng = random.Random(seed)
+    out = []
+    for spec in jobs:
+        utility, priority = _utility(rng, spec.duration_s or 3600.0)
+        u = rng.random()
+        tier = Tier.PREMIUM if u < 0.1 else Tier.STANDARD if u < 0.7 else Tier.BASIC
+        changes: dict[str, object] = {"utility": utility, "priority": priority, "tier": tier}
+        if elastic and spec.min_workers == spec.max_workers:
+            req = spec.requested_workers
+            changes.update(min_workers=max(1, req // 2), max_workers=2 * req)
+        out.append(replace(spec, **changes))
+    return out
+
+
+def _utility(rng: random.Random, ideal_s: float) -> tuple[Utility, float]:
+    gamma1 = rng.uniform(1.0, 100.0)
+    cls = rng.random()
+    gamma3 = ideal_s / 3600.0 + rng.uniform(1.0, 15.0)
+    if cls < 0.10:
+        return ConstantUtility(gamma1 / 2.0), gamma1
+    gamma2 = rng.uniform(0.01, 1.0) if cls < 0.65 else rng.uniform(4.0, 6.0)
+    return SigmoidUtility(gamma1, gamma2, gamma3, slot_s=3600.0), gamma1

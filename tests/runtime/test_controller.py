@@ -1,0 +1,169 @@
+"""The controller stepped one iteration at a time over a real LocalExecutor and real processes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import counter_cmd, wait_for
+from stint.policies import make
+from stint.runtime.controller import Controller, ControllerConfig
+from stint.runtime.executor.local import LocalExecutor
+from stint.runtime.store import Caller, NewJob, Store, record_transition
+from stint.runtime.tables import Job
+
+
+@dataclass
+class Harness:
+    store: Store
+    root: Path
+    ctl: Controller
+    caller: Caller
+
+    def submit(self, cmd: list[str], gpus: int = 1, lo: int | None = None,
+               hi: int | None = None) -> int:
+        spec = NewJob("t", cmd, gpus, lo or gpus, hi or gpus, "standard", 1.0, None)
+        return self.store.add_job(spec, self.caller, time.time()).id
+
+    def job(self, job_id: int) -> Job:
+        job = self.store.get_job(job_id)
+        assert job is not None
+        return job
+
+    def run_until(self, job_id: int, cond, what: str, timeout: float = 30.0) -> Job:
+        wait_for(lambda: cond(self.job(job_id)), timeout, f"job {job_id}: {what}",
+                 tick=lambda: self.ctl.step(time.time()))
+        return self.job(job_id)
+
+    def path(self, job_id: int) -> list[str]:
+        return [t.dst for t in self.store.transitions(job_id)]
+
+    def restart(self) -> Controller:
+        """A new executor and controller on the same state, as after a SIGKILL."""
+        self.ctl = make_controller(self.store, self.root, self.ctl.config.max_retries)
+        return self.ctl
+
+
+def make_controller(store: Store, root: Path, max_retries: int = 3) -> Controller:
+    executor = LocalExecutor(root / "executor", nodes=2, gpus_per_node=2)
+    config = ControllerConfig(jobs_dir=root / "jobs", max_retries=max_retries, grace_s=10.0)
+    return Controller(store, executor, make("fifo"), config)
+
+
+@pytest.fixture
+def h(store: Store, tmp_path: Path) -> Iterator[Harness]:
+    token = store.create_token("alice", time.time())
+    caller = store.caller_for_token(token)
+    assert caller is not None
+    harness = Harness(store, tmp_path, make_controller(store, tmp_path), caller)
+    yield harness
+    ex = harness.ctl.executor
+    for jid in ex.running():
+        ex.kill(jid)
+    wait_for(lambda: not ex.running(), 10, "workers to exit")
+
+
+def wait_until_started(job_dir: Path, attempt: int) -> None:
+    """Until the job has installed its SIGUSR1 handler (it prints after doing so)."""
+    log = job_dir / "log.txt"
+    wait_for(lambda: log.exists() and f"attempt {attempt} starts" in log.read_text(),
+             what=f"attempt {attempt} to start")
+
+
+def result(out: Path) -> dict:
+    return json.loads((out / "result.json").read_text())
+
+
+def test_job_runs_to_success_through_each_state(h: Harness, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    jid = h.submit(counter_cmd(5, out), gpus=2)
+    job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
+    assert h.path(jid) == ["queued", "admitted", "starting", "running", "succeeded"]
+    assert result(out)["total"] == 15  # 1 + 2 + 3 + 4 + 5
+    assert (out / "completions").read_text().splitlines() == ["1"]
+    assert job.exit_code == 0 and job.attempt == 1 and job.attained_gpu_s > 0
+
+
+def test_preempt_checkpoints_and_resumes_from_the_checkpoint(h: Harness, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    jid = h.submit(counter_cmd(50, out, "--hold"))
+    h.run_until(jid, lambda j: j.state == "running", "running")
+    wait_until_started(tmp_path / "jobs" / str(jid), attempt=1)
+    h.store.request(jid, h.caller, "preempt", "", time.time(), preempt_requested=True)
+    h.run_until(jid, lambda j: j.attempt == 2 and j.state == "running", "second attempt")
+    (out / "release").touch()
+    h.run_until(jid, lambda j: j.state == "succeeded", "success")
+    assert h.path(jid) == ["queued", "admitted", "starting", "running", "checkpointing",
+                           "preempted", "resumed", "starting", "running", "succeeded"]
+    state = result(out)
+    assert state["total"] == 50 * 51 // 2
+    assert [r[0] for r in state["resumes"]] == [1, 2]  # attempts 1 and 2 ran, each once
+    assert (out / "completions").read_text().splitlines() == ["2"]
+
+
+def test_worker_failures_are_retried_then_the_job_fails(h: Harness, tmp_path: Path) -> None:
+    h.ctl.config = ControllerConfig(h.ctl.config.jobs_dir, max_retries=2, grace_s=10.0)
+    flaky = h.submit(counter_cmd(3, tmp_path / "flaky", "--fail-first", "1"))
+    broken = h.submit(counter_cmd(3, tmp_path / "broken", "--fail-first", "99"))
+    h.run_until(flaky, lambda j: j.state == "succeeded", "flaky job to succeed")
+    job = h.run_until(broken, lambda j: j.state == "failed", "broken job to fail")
+    assert job.failures == 3 and "gave up after 2 retries" in job.reason
+    assert "exit codes 0:3" in job.reason
+    assert h.path(broken).count("preempted") == 2
+    assert h.job(flaky).failures == 1
+
+
+def test_cancel_kills_a_running_job_and_drops_a_queued_one(h: Harness, tmp_path: Path) -> None:
+    running = h.submit(counter_cmd(10, tmp_path / "a", "--hold"), gpus=4)
+    queued = h.submit(counter_cmd(1, tmp_path / "b"), gpus=4)
+    h.run_until(running, lambda j: j.state == "running", "running")
+    for jid in (running, queued):
+        h.store.request(jid, h.caller, "cancel", "", time.time(), cancel_requested=True)
+    h.run_until(running, lambda j: j.state == "cancelled", "cancelled")
+    assert h.job(queued).state == "cancelled"
+    assert h.path(running)[-2:] == ["checkpointing", "cancelled"]
+    assert h.path(queued) == ["queued", "cancelled"]
+    assert not (tmp_path / "a" / "completions").exists()
+
+
+def test_restart_readopts_running_workers_without_a_new_attempt(h: Harness, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    jid = h.submit(counter_cmd(20, out, "--hold"))
+    h.run_until(jid, lambda j: j.state == "running", "running")
+    h.restart().recover(time.time())
+    (out / "release").touch()
+    job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
+    assert job.attempt == 1
+    assert (out / "completions").read_text().splitlines() == ["1"]
+
+
+def test_restart_applies_an_exit_reported_to_the_dead_controller(h: Harness, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    jid = h.submit(counter_cmd(2, out))
+    h.run_until(jid, lambda j: j.state == "running", "running")
+    # The old controller polls the exit (marking it reported) and dies before committing it.
+    wait_for(lambda: h.ctl.executor.poll(), what="the exit")
+    h.restart().recover(time.time())
+    assert h.job(jid).state == "succeeded"
+    assert (out / "completions").read_text().splitlines() == ["1"]
+
+
+def test_restart_carries_out_a_launch_intent_written_before_the_crash(
+    h: Harness, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    jid = h.submit(counter_cmd(3, out))
+    with h.store.session() as s:  # the intent, as step() writes it just before it would launch
+        job = s.get(Job, jid)
+        record_transition(s, job, "admitted", time.time(), "test")
+        job.attempt = 1
+        record_transition(s, job, "starting", time.time(), "test", allocation="[[1, 1]]",
+                          slots='{"1": [0]}', holding_since=time.time())
+    h.restart().recover(time.time())
+    job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
+    assert job.attempt == 1 and result(out)["total"] == 6
