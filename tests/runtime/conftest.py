@@ -4,10 +4,8 @@ test, dropped afterwards), a controller stepped by hand over a real LocalExecuto
 from __future__ import annotations
 
 import os
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ import pytest
 from stint.runtime.store import Store
 
 PG_BASE = os.environ.get("STINT_TEST_PG", "postgresql+psycopg://127.0.0.1:5432/test")
-COUNTER = str(Path(__file__).with_name("counter_job.py"))
 
 
 def _pg_reachable() -> str | None:
@@ -24,7 +21,7 @@ def _pg_reachable() -> str | None:
     try:
         psycopg.connect(PG_BASE.replace("+psycopg", ""), connect_timeout=3).close()
         return None
-    except Exception as exc:
+    except (psycopg.Error, OSError) as exc:
         return str(exc)
 
 
@@ -58,22 +55,3 @@ def store(db_url: str) -> Iterator[Store]:
     s.migrate()
     yield s
     s.close()
-
-
-def counter_cmd(steps: int, out: Path, *extra: str) -> list[str]:
-    out.mkdir(parents=True, exist_ok=True)
-    return [sys.executable, COUNTER, str(steps), str(out), *extra]
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition",
-             tick: Callable[[], object] | None = None) -> object:
-    """Poll ``cond`` (calling ``tick`` between polls) until it is truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tick is not None:
-            tick()
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

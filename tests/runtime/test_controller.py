@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from rt_helpers import counter_cmd, wait_for
 
-from conftest import counter_cmd, wait_for
 from stint.policies import make
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.local import LocalExecutor
