@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -49,20 +49,27 @@ def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidatio
     return RequestValidationError([{"loc": (where, field), "msg": msg, "type": "value_error"}])
 
 
+_bearer = HTTPBearer(auto_error=False)
+
+
+def _caller(
+    request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    """The authenticated caller, or 401."""
+    who = request.app.state.store.caller_for_token(cred.credentials) if cred else None
+    if who is None:
+        raise HTTPException(401, "missing or invalid API token", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+Who = Annotated[Caller, Depends(_caller)]
+JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
+
+
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     app = FastAPI(title="stint control plane", version="1")
-    bearer = HTTPBearer(auto_error=False)
+    app.state.store = store
     nodes = _NodeCache(store)
-
-    def caller(cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
-        who = store.caller_for_token(cred.credentials) if cred else None
-        if who is None:
-            raise HTTPException(401, "missing or invalid API token",
-                                headers={"WWW-Authenticate": "Bearer"})
-        return who
-
-    Who = Annotated[Caller, Depends(caller)]
-    JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 
     def own_job(job_id: int, who: Caller) -> Job:
         job = store.get_job(job_id, who)

@@ -54,7 +54,7 @@ class JobIn(BaseModel):
     def bounds(self) -> tuple[int, int, int]:
         """(gpus, min_gpus, max_gpus) with the defaults filled in; not checked (see api)."""
         gpus = self.gpus if self.gpus is not None else (self.max_gpus or self.min_gpus or 1)
-        lo = self.min_gpus if self.min_gpus is not None else gpus
+        lo = self.min_gpus if self.min_gpus is not None else min(gpus, self.max_gpus or gpus)
         hi = self.max_gpus if self.max_gpus is not None else max(gpus, lo)
         return gpus, lo, hi
 

@@ -1,0 +1,140 @@
+"""The HTTP API in-process: authentication, ownership, validation (422 naming the field)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from stint.runtime.api import ApiSettings, create_app
+from stint.runtime.store import Store
+
+
+@pytest.fixture
+def api(store: Store, tmp_path: Path) -> TestClient:
+    store.set_nodes([("node-0", 2), ("node-1", 2)])
+    return TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs")))
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def admin(store: Store, tmp_path: Path) -> str:
+    token = store.ensure_admin_token(tmp_path / "admin.token", time.time())
+    assert token is not None
+    return token
+
+
+def test_requests_without_a_valid_token_are_refused(api: TestClient, admin: str) -> None:
+    assert api.get("/v1/health").status_code == 200  # the only open route
+    for headers in ({}, auth("not-a-token"), {"Authorization": "Basic eDp5"}):
+        assert api.get("/v1/jobs", headers=headers).status_code == 401
+        assert api.post("/v1/jobs", json={"command": ["true"]}, headers=headers).status_code == 401
+    assert api.get("/v1/jobs", headers=auth(admin)).status_code == 200
+
+
+def test_admin_token_file_is_private_and_written_once(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "admin.token"
+    token = store.ensure_admin_token(path, 1.0)
+    assert path.read_text().strip() == token
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert store.ensure_admin_token(path, 2.0) is None  # the store is no longer empty
+    with store.session() as s:  # stored hashed, never in clear
+        hashes = [h for (h,) in s.execute(__import__("sqlalchemy").text("select token_hash from tokens"))]
+    assert token not in hashes and len(hashes) == 1 and len(hashes[0]) == 64
+
+
+def test_users_see_and_act_on_their_own_jobs_only(api: TestClient, admin: str) -> None:
+    r = api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin))
+    assert r.status_code == 201
+    alice = r.json()["token"]
+    bob = api.post("/v1/tokens", json={"user": "bob"}, headers=auth(admin)).json()["token"]
+    assert api.post("/v1/tokens", json={"user": "eve"}, headers=auth(alice)).status_code == 403
+    job = api.post("/v1/jobs", json={"command": ["true"]}, headers=auth(alice)).json()
+    assert job["user"] == "alice" and job["state"] == "queued"
+    assert [j["id"] for j in api.get("/v1/jobs", headers=auth(bob)).json()] == []
+    assert [j["id"] for j in api.get("/v1/jobs", headers=auth(alice)).json()] == [job["id"]]
+    assert [j["id"] for j in api.get("/v1/jobs", headers=auth(admin)).json()] == [job["id"]]
+    for verb in ("cancel", "preempt"):
+        assert api.post(f"/v1/jobs/{job['id']}/{verb}", headers=auth(bob)).status_code == 404
+    assert api.get(f"/v1/jobs/{job['id']}", headers=auth(bob)).status_code == 404
+    assert api.post(f"/v1/jobs/{job['id']}/cancel", headers=auth(alice)).status_code == 202
+    # A new token for alice replaces the old one.
+    api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin))
+    assert api.get("/v1/jobs", headers=auth(alice)).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"command": []}, "command"),  # empty command
+        ({"command": [""]}, "command"),
+        ({}, "command"),
+        ({"command": ["x"], "gpus": 5}, "gpus"),  # the cluster has 2 x 2 = 4 GPUs
+        ({"command": ["x"], "gpus": 1, "max_gpus": 9}, "max_gpus"),
+        ({"command": ["x"], "min_gpus": 3, "max_gpus": 2}, "min_gpus"),  # min > max
+        ({"command": ["x"], "gpus": 3, "max_gpus": 2}, "gpus"),
+        ({"command": ["x"], "tier": "gold"}, "tier"),  # unknown tier
+        ({"command": ["x"], "gpus": 0}, "gpus"),
+        ({"command": ["x"], "priority": -1}, "priority"),
+        ({"command": ["x"], "deadline_s": 0}, "deadline_s"),
+        ({"command": ["x"], "colour": "red"}, "colour"),
+        ({"command": ["x\u0000"]}, "command"),
+    ],
+)
+def test_bad_specs_are_refused_naming_the_field(
+    api: TestClient, admin: str, store: Store, body: dict, field: str
+) -> None:
+    r = api.post("/v1/jobs", json=body, headers=auth(admin))
+    assert r.status_code == 422, r.text
+    fields = [d["loc"][1] for d in r.json()["detail"] if len(d["loc"]) > 1]
+    assert field in fields, r.json()
+    assert store.count_jobs() == 0  # nothing else changed
+
+
+def test_defaults_and_elastic_bounds(api: TestClient, admin: str) -> None:
+    post = lambda body: api.post("/v1/jobs", json=body, headers=auth(admin)).json()  # noqa: E731
+    j = post({"command": ["x"]})
+    assert (j["gpus"], j["min_gpus"], j["max_gpus"], j["tier"]) == (1, 1, 1, "standard")
+    j = post({"command": ["x"], "min_gpus": 1, "max_gpus": 4})
+    assert (j["gpus"], j["min_gpus"], j["max_gpus"]) == (4, 1, 4)  # gpus defaults to max
+    j = post({"command": ["x"], "gpus": 2, "tier": "premium", "deadline_s": 60})
+    assert (j["gpus"], j["min_gpus"], j["max_gpus"], j["tier"]) == (2, 2, 2, "premium")
+
+
+def test_operator_requests_are_checked(api: TestClient, admin: str) -> None:
+    h = auth(admin)
+    jid = api.post("/v1/jobs", json={"command": ["x"], "min_gpus": 1, "max_gpus": 2},
+                   headers=h).json()["id"]
+    r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 3}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "workers"]
+    r = api.post(f"/v1/jobs/{jid}/migrate", json={"node": "node-9"}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "node"]
+    assert api.post(f"/v1/jobs/{jid}/preempt", headers=h).status_code == 409  # not running
+    r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 1}, headers=h)
+    assert r.status_code == 202 and r.json()["pin_workers"] == 1
+    r = api.post(f"/v1/jobs/{jid}/migrate", json={"node": "node-1"}, headers=h)
+    assert r.status_code == 202 and r.json()["pin_node"] == "node-1"
+    assert api.post(f"/v1/jobs/{jid}/cancel", headers=h).status_code == 202
+    assert api.get("/v1/jobs/99999", headers=h).status_code == 404
+    assert api.get("/v1/jobs/0", headers=h).status_code == 422
+    kinds = [t["dst"] for t in api.get(f"/v1/jobs/{jid}", headers=h).json()["transitions"]]
+    assert kinds == ["queued"]  # requests are carried out by the controller, not the API
+
+
+def test_nodes_logs_and_openapi(api: TestClient, admin: str, tmp_path: Path) -> None:
+    h = auth(admin)
+    nodes = api.get("/v1/nodes", headers=h).json()
+    assert [(n["name"], n["gpus"], n["free"]) for n in nodes] == [("node-0", 2, 2), ("node-1", 2, 2)]
+    jid = api.post("/v1/jobs", json={"command": ["x"]}, headers=h).json()["id"]
+    (tmp_path / "jobs" / str(jid)).mkdir(parents=True)
+    (tmp_path / "jobs" / str(jid) / "log.txt").write_text("hello\nworld\n")
+    first = api.get(f"/v1/jobs/{jid}/logs", headers=h).json()
+    assert first == {"text": "hello\nworld\n", "next_offset": 12, "finished": False}
+    assert api.get(f"/v1/jobs/{jid}/logs?offset=6", headers=h).json()["text"] == "world\n"
+    schema = api.get("/openapi.json").json()
+    assert "/v1/jobs" in schema["paths"] and "/v1/jobs/{job_id}/migrate" in schema["paths"]
