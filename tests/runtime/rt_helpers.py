@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+
+from stint.runtime.client import Client
+
 COUNTER = str(Path(__file__).with_name("counter_job.py"))
+STINT = str(Path(sys.executable).with_name("stint"))
 
 
 def counter_cmd(steps: int, out: Path, *extra: str) -> list[str]:
@@ -27,3 +36,72 @@ def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "con
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class ServeProc:
+    """A real ``stint serve`` process on 127.0.0.1 (started, SIGKILLed and restarted by pid)."""
+
+    def __init__(self, data_dir: Path, db_url: str, *extra: str) -> None:
+        self.data_dir, self.db_url, self.extra = data_dir, db_url, extra
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cmd = [STINT, "serve", "--data-dir", str(self.data_dir), "--db", self.db_url,
+               "--port", str(self.port), "--nodes", "2", "--gpus-per-node", "2",
+               "--tick", "0.1", "--grace", "10", *self.extra]
+        log = (self.data_dir.parent / "serve.log").open("ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(self._healthy, 60, "stint serve to answer")
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            tail = (self.data_dir.parent / "serve.log").read_text()[-3000:]
+            raise AssertionError(f"stint serve exited with {self.proc.returncode}:\n{tail}")
+        try:
+            return httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def client(self) -> Client:
+        return Client(self.url, (self.data_dir / "admin.token").read_text().strip())
+
+    def cli(self, *args: str) -> str:
+        """Run the real ``stint`` CLI against this server; return stdout (fail on error)."""
+        env = {**os.environ, "STINT_SERVER": self.url, "STINT_DATA_DIR": str(self.data_dir)}
+        env.pop("STINT_TOKEN", None)
+        r = subprocess.run([STINT, *args], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, f"stint {' '.join(args)} failed: {r.stderr}"
+        return r.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kill_leftover_workers(data_dir: Path) -> None:
+    """Stop the workers a test's control plane left behind (by their executor's records)."""
+    from stint.runtime.executor.local import LocalExecutor
+
+    ex = LocalExecutor(data_dir / "executor", nodes=2, gpus_per_node=2)
+    for jid in ex.running():
+        ex.kill(jid)
+    wait_for(lambda: not ex.running(), 10, "leftover workers to exit")
+    ex.close()

@@ -97,7 +97,7 @@ def test_bad_specs_are_refused_naming_the_field(
 
 
 def test_defaults_and_elastic_bounds(api: TestClient, admin: str) -> None:
-    post = lambda body: api.post("/v1/jobs", json=body, headers=auth(admin)).json()  # noqa: E731
+    post = lambda body: api.post("/v1/jobs", json=body, headers=auth(admin)).json()
     j = post({"command": ["x"]})
     assert (j["gpus"], j["min_gpus"], j["max_gpus"], j["tier"]) == (1, 1, 1, "standard")
     j = post({"command": ["x"], "min_gpus": 1, "max_gpus": 4})

@@ -44,6 +44,12 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def call(self, method: str, path: str, **kw: Any) -> Any:
         try:
             r = self.http.request(method, path, **kw)
