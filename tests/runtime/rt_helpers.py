@@ -85,7 +85,8 @@ class ServeProc:
         """Run the real ``stint`` CLI against this server; return stdout (fail on error)."""
         env = {**os.environ, "STINT_SERVER": self.url, "STINT_DATA_DIR": str(self.data_dir)}
         env.pop("STINT_TOKEN", None)
-        r = subprocess.run([STINT, *args], capture_output=True, text=True, timeout=60, env=env)
+        r = subprocess.run([STINT, *args], capture_output=True, text=True, timeout=60, env=env,
+                           check=False)
         assert r.returncode == 0, f"stint {' '.join(args)} failed: {r.stderr}"
         return r.stdout
 
