@@ -1,0 +1,68 @@
+"""Generated data, models and a parameter digest shared by the examples (no stint code here)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+
+import torch
+from torch import nn
+
+
+def classification_data(n: int = 2048, d: int = 32, classes: int = 4, seed: int = 1234):
+    """Points labelled by the argmax of a random linear map: learnable, and generated on the fly."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = (x @ torch.randn(d, classes, generator=g)).argmax(dim=1)
+    return x, y
+
+
+def image_data(n: int = 1024, size: int = 16, classes: int = 10, seed: int = 1234):
+    """Noisy 1-channel images, each class a fixed random pattern."""
+    g = torch.Generator().manual_seed(seed)
+    patterns = torch.randn(classes, 1, size, size, generator=g)
+    y = torch.randint(0, classes, (n,), generator=g)
+    x = patterns[y] + 0.5 * torch.randn(n, 1, size, size, generator=g)
+    return x, y
+
+
+def mlp(d: int = 32, hidden: int = 64, classes: int = 4) -> nn.Module:
+    return nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, classes))
+
+
+class SmallCNN(nn.Module):
+    """Two conv blocks with BatchNorm (so buffers are exercised) and a linear head."""
+
+    def __init__(self, classes: int = 10, width: int = 16) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.head = nn.Linear(2 * width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def digest(model: nn.Module) -> str:
+    """A short hash of every parameter and buffer: equal digests mean bitwise-equal models."""
+    h = hashlib.sha256()
+    for t in model.state_dict().values():
+        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def arguments(description: str, steps: int, batch_size: int) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--batch-size", type=int, default=batch_size, help="global batch")
+    p.add_argument("--logical", type=int, default=None, help="logical ranks (default: STINT env or 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ckpt-dir", default=None, help="checkpoint directory when run by hand")
+    p.add_argument("--checkpoint-every", type=int, default=None, help="periodic checkpoint, steps")
+    p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step (demos, tests)")
+    p.add_argument("--log-every", type=int, default=0, help="print the parameter digest every N steps")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    return p

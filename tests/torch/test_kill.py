@@ -1,0 +1,104 @@
+"""A writer SIGKILLed in the middle of a checkpoint never leaves one that loads as valid but corrupt.
+
+The writer is a forked child (no second torch import: the test stays fast); it builds its tensors
+with NumPy so that it never touches an OpenMP pool inherited across fork.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from stint.torch.store import CheckpointStore
+
+N = 4 << 20  # 16 MiB per checkpoint: a blob write takes long enough to be caught in the middle
+
+
+def _state(step: int) -> dict:
+    return {
+        "a": torch.from_numpy(np.full(N, float(step), dtype=np.float32)),
+        "b": torch.from_numpy(np.full(1000, step, dtype=np.int64)),
+        "step": step,
+    }
+
+
+def _write_forever(root: Path) -> None:
+    store = CheckpointStore(root, keep=2)
+    latest = store.checkpoints()
+    step = latest[0].step + 1 if latest else 1
+    while True:
+        store.save(step, _state(step))
+        step += 1
+
+
+def _temp_files(root: Path) -> list[Path]:
+    return list(root.rglob(".tmp-*")) if root.exists() else []
+
+
+def _kill_when(root: Path, trigger: Callable[[Path], bool], timeout: float = 20.0) -> bool:
+    """Fork a writer, SIGKILL it as soon as ``trigger(root)`` holds; True if the trigger fired."""
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            _write_forever(root)
+        finally:
+            os._exit(1)
+    deadline, fired = time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        if trigger(root):
+            fired = True
+            break
+        time.sleep(0.0005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return fired
+
+
+def _check_every_listed_checkpoint_is_whole(root: Path) -> int:
+    store = CheckpointStore(root, keep=2)
+    found = store.checkpoints()
+    for ckpt in found:
+        state = store.load(ckpt)  # verifies every blob's hash
+        assert state["step"] == ckpt.step
+        assert torch.equal(state["a"], _state(ckpt.step)["a"])
+        assert torch.equal(state["b"], _state(ckpt.step)["b"])
+    return len(found)
+
+
+def _manifests(root: Path) -> set[str]:
+    return {p.name for p in (root / "manifests").glob("step-*")} if (root / "manifests").exists() else set()
+
+
+def test_sigkill_during_writes_leaves_only_whole_checkpoints(tmp_path):
+    # 1. Killed while a blob is being written (a temp blob file exists).
+    assert _kill_when(tmp_path, lambda r: any(p.parent.parent.name == "blobs" for p in _temp_files(r)))
+    assert _temp_files(tmp_path), "the kill should have left a half-written temp file behind"
+    _check_every_listed_checkpoint_is_whole(tmp_path)
+    # 2. Killed while (or just after) a manifest is being written, if the poll catches it.
+    _kill_when(tmp_path, lambda r: any(p.parent.name == "manifests" for p in _temp_files(r)))
+    _check_every_listed_checkpoint_is_whole(tmp_path)
+    # 3. Killed at random moments after the writer's next checkpoint.
+    rng = random.Random(5)
+    for _ in range(3):
+        seen, delay, marks = _manifests(tmp_path), rng.uniform(0.0, 0.2), []
+
+        def after_next_checkpoint(root: Path) -> bool:
+            if not marks and _manifests(root) - seen:
+                marks.append(time.monotonic())
+            return bool(marks) and time.monotonic() - marks[0] > delay
+
+        assert _kill_when(tmp_path, after_next_checkpoint)
+        _check_every_listed_checkpoint_is_whole(tmp_path)
+    # 4. The next writer cleans up what the killed ones left and goes on.
+    store = CheckpointStore(tmp_path, keep=2)
+    step = store.checkpoints()[0].step + 1
+    store.save(step, _state(step))
+    assert not _temp_files(tmp_path)
+    assert _check_every_listed_checkpoint_is_whole(tmp_path) == 2

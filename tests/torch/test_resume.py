@@ -1,0 +1,88 @@
+"""Exact resume, periodic checkpoints and the status file, in one process (P = 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stint.torch as stint
+from stint.torch.store import CheckpointStore
+
+
+def _digest(model: nn.Module) -> tuple[bytes, ...]:
+    return tuple(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                 for t in model.state_dict().values())
+
+
+def train(ckpt_dir, steps=12, logical=1, stop_at=None, stop_by="signal", interval=None, keep=2):
+    """A tiny job with dropout (RNG), BatchNorm (buffers), Adam and an LR schedule.
+
+    Returns {step: parameters after that step} for the steps this run executed, and the job.
+    """
+    torch.manual_seed(0)
+    x, y = torch.randn(96, 8), torch.randint(0, 3, (96,))
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+    job = stint.init(model=model, optimizer=opt, scheduler=sched, logical_world_size=logical,
+                     ckpt_dir=ckpt_dir, interval=interval, keep=keep, counters={"seen": 0})
+    sampler = stint.Sampler(len(x), batch_size=16, seed=1)
+    after = {}
+    for step in job.steps(steps):
+        if step == stop_at:
+            os.kill(os.getpid(), signal.SIGUSR1) if stop_by == "signal" else job.request_stop()
+        opt.zero_grad()
+        for idx in job.batches(sampler):
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            job.counters["seen"] += len(idx)
+        opt.step()
+        sched.step()
+        after[step + 1] = _digest(model)
+    return after, job
+
+
+@pytest.mark.parametrize(("logical", "stop_by"), [(1, "signal"), (4, "signal"), (4, "request")])
+def test_resume_is_bitwise_identical_at_every_later_step(tmp_path, logical, stop_by):
+    reference, ref_job = train(tmp_path / "ref", logical=logical)
+    with pytest.raises(SystemExit) as stopped:
+        train(tmp_path / "job", logical=logical, stop_at=4, stop_by=stop_by)
+    assert stopped.value.code == stint.PREEMPTED_EXIT_CODE
+    # The request came during step 4, so every worker stopped at the boundary after it.
+    assert [c.step for c in CheckpointStore(tmp_path / "job").checkpoints()] == [5]
+    resumed, job = train(tmp_path / "job", logical=logical)
+    assert min(resumed) == 6 and resumed == {s: d for s, d in reference.items() if s >= 6}
+    assert job.counters == ref_job.counters == {"seen": 12 * 16}
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # handlers put back
+
+
+def test_periodic_checkpoints_are_pruned_to_the_newest(tmp_path):
+    _, job = train(tmp_path, steps=10, interval=stint.Interval(steps=3), keep=2)
+    # Due at boundaries 3, 6, 9; then the final checkpoint at 10; two kept.
+    assert [c.step for c in CheckpointStore(tmp_path).checkpoints()] == [10, 9]
+    assert job.checkpoint_step == 10
+
+
+def test_status_file_reports_steps_and_checkpoints(tmp_path, monkeypatch):
+    status = tmp_path / "status.json"
+    monkeypatch.setenv("STINT_STATUS_FILE", str(status))
+    train(tmp_path / "ck", steps=6)
+    body = json.loads(status.read_text())
+    assert (body["state"], body["step"], body["checkpoint_step"]) == ("finished", 6, 6)
+
+
+def test_resuming_with_another_logical_world_size_is_refused(tmp_path):
+    train(tmp_path, steps=2, logical=2)
+    with pytest.raises(stint.JobEnvError, match="written with 2 logical ranks.*STINT_LOGICAL_WORLD_SIZE=4"):
+        train(tmp_path, steps=4, logical=4)
+
+
+def test_without_a_checkpoint_directory_the_script_just_runs(tmp_path):
+    after, job = train(None, steps=3)
+    assert len(after) == 3 and job.store is None and job.checkpoint_step is None
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
