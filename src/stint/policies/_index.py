@@ -33,9 +33,13 @@ class OrderIndex:
         self._filed: dict[str, tuple[Key, bool]] = {}  # job id -> (key, is_running)
         self._stream: int | None = None
 
+    def needs_rebuild(self, view: ClusterView) -> bool:
+        """True if ``view`` does not continue the stream this index follows."""
+        return view.by_id is None or view.stream is None or view.stream != self._stream
+
     def sync(self, view: ClusterView) -> None:
         """Bring the index up to date with ``view`` (incrementally when the view allows it)."""
-        if view.by_id is None or view.stream is None or view.stream != self._stream:
+        if self.needs_rebuild(view):
             self._stream = view.stream
             self.waiting, self.running, self._filed = [], [], {}
             for st in view.jobs:

@@ -91,6 +91,7 @@ class ClusterView:
     that arrived, finished, or whose allocation, phase or rate changed (including through the
     previous plan) since the previous call with the same ``stream`` token. A policy that keeps an
     index must rebuild it when ``by_id`` is None or ``stream`` differs from the last call's.
+    ``free_resources[i]``, if set, is node i's free (gpu, cpu, mem_gb, net_gbps).
     """
 
     now: float
@@ -101,6 +102,7 @@ class ClusterView:
     changed: Sequence[str] = ()
     by_id: Mapping[str, JobStatus] | None = None
     stream: int | None = None
+    free_resources: Sequence[Sequence[float]] | None = None
 
 
 class Policy(Protocol):

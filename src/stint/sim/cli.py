@@ -1,9 +1,103 @@
-"""Sub-commands of this layer (filled in by the layer's owner)."""
+"""``stint sim``: compare scheduling policies on a trace (see docs/simulator.md)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add this layer's commands to the ``stint`` app."""
+    app.command("sim")(sim)
+
+
+def sim(
+    trace: str = typer.Option("philly", help="'philly', 'pollux:N' (N=1..8) or a CSV path."),
+    policy: str = typer.Option("fifo,srtf,drf,tiresias", help="Comma-separated policy names."),
+    gpus: Optional[int] = typer.Option(None, help="Cluster size in GPUs, as nodes of 8 GPUs."),
+    nodes: Optional[int] = typer.Option(None, help="Number of nodes."),
+    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per node."),
+    seed: int = typer.Option(0, help="Seed for the fields a trace lacks (utility, tier)."),
+    out: Path = typer.Option(Path("results"), help="Output directory."),
+    format: str = typer.Option("table", help="'table' (Rich) or 'json' (summary on stdout)."),
+    limit: Optional[int] = typer.Option(None, help="Keep only the first N jobs (by arrival)."),
+    vc: Optional[str] = typer.Option(None, help="Keep only this virtual cluster (Philly)."),
+    start_s: Optional[float] = typer.Option(None, help="Keep jobs submitted at/after this offset (s)."),
+    end_s: Optional[float] = typer.Option(None, help="Keep jobs submitted before this offset (s)."),
+    restart_s: Optional[float] = typer.Option(None, help="Cost of every resume/resize/migrate (s)."),
+    elastic: bool = typer.Option(False, help="Give rigid trace jobs min=req/2, max=2*req workers."),
+    plots: bool = typer.Option(True, help="Write PNG plots."),
+) -> None:
+    """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from stint.policies.registry import UnknownPolicyError
+    from stint.sim.costs import CostModel
+    from stint.sim.runner import SimConfig, run_all, write_results
+    from stint.sim.traces import Filters, TraceError
+
+    err = Console(stderr=True)
+    if format not in ("table", "json"):
+        err.print(f"[red]--format must be 'table' or 'json' (got {format!r})")
+        raise typer.Exit(2)
+    if gpus is not None and (nodes is not None or gpus_per_node is not None):
+        err.print("[red]give either --gpus or --nodes/--gpus-per-node, not both")
+        raise typer.Exit(2)
+    if gpus is not None:
+        if gpus <= 0 or gpus % 8:
+            err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
+            raise typer.Exit(2)
+        nodes, gpus_per_node = gpus // 8, 8
+    costs = None
+    if restart_s is not None:
+        costs = CostModel(start_s=0.0, resume_s=restart_s, resize_s=restart_s, migrate_s=restart_s)
+    cfg = SimConfig(
+        trace=trace,
+        policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        seed=seed,
+        filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
+        costs=costs,
+        elastic=elastic,
+    )
+    try:
+        with _progress(err) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(name: str, done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bar.add_task(name, total=total)
+                bar.update(tasks[name], completed=done)
+
+            trace_obj, cluster, results = run_all(cfg, progress)
+        summaries = write_results(out, cluster, results, plots=plots)
+    except (TraceError, UnknownPolicyError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if format == "json":
+        sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
+        return
+    from stint.report.tables import summary_table
+
+    title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {cluster.nodes[0].capacity.gpu:g} GPUs"
+    Console().print(summary_table(summaries, title=title))
+    Console().print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
+
+
+def _progress(console):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )

@@ -112,6 +112,7 @@ class Simulator:
             array("d"),
         )
         self._latency = array("d")
+        self._ideal_rate: dict[object, float] = {}
         self._stream = id(self)
 
     # ----------------------------------------------------------------------------------- run
@@ -175,7 +176,8 @@ class Simulator:
     def _handle(self, ev: Event, t: float) -> bool:
         _, _, _, kind, job_id, version = ev
         if kind is EventKind.TICK:
-            self._tick_at = None
+            if self._tick_at is not None and t >= self._tick_at:
+                self._tick_at = None
             return True
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
@@ -200,12 +202,28 @@ class Simulator:
         self._waiting += 1
 
     def _schedule_tick(self, t: float) -> None:
+        """Keep one slot tick pending while it can matter.
+
+        Ticks fall on multiples of ``tick_s``. A tick is needed only while jobs wait (or the policy
+        sets ``tick_when_idle``). A policy may also say when its next time-driven change is due
+        (``next_due()``, e.g. Tiresias' next demotion): then ticks before it are skipped, since
+        they could not change its plan.
+        """
         tick = self.policy.tick_s
-        if not tick or self._tick_at is not None or not self._table:
+        if not tick or not self._table:
             return
-        if self._waiting or getattr(self.policy, "tick_when_idle", False):
-            self._tick_at = (math.floor(t / tick) + 1) * tick
-            self._push(self._tick_at, EventKind.TICK, "")
+        if not (self._waiting or getattr(self.policy, "tick_when_idle", False)):
+            return
+        at = (math.floor(t / tick) + 1) * tick
+        next_due = getattr(self.policy, "next_due", None)
+        if next_due is not None:
+            due = next_due()
+            if due is None:
+                return
+            at = max(at, math.ceil(due / tick) * tick)
+        if self._tick_at is None or at < self._tick_at:
+            self._tick_at = at
+            self._push(at, EventKind.TICK, "")
 
     # ------------------------------------------------------------------------------ decisions
     def _decide(self, t: float) -> None:
@@ -218,6 +236,7 @@ class Simulator:
             changed=list(self._changed),
             by_id=self._table,
             stream=self._stream,
+            free_resources=self._free,
         )
         self._changed.clear()
         t0 = time.perf_counter()
@@ -323,19 +342,26 @@ class Simulator:
         )
 
     def _ideal_s(self, spec: JobSpec) -> float:
-        """Run time alone on an empty cluster at the job's best size (a lower bound on its JCT)."""
-        per_node = max(self._free_gpus_cap(), 1)
-        best = 0.0
-        for n in range(spec.min_workers, spec.max_workers + 1):
-            full, rest = divmod(n, per_node)
-            nodes = {i: per_node for i in range(full)}
-            if rest:
-                nodes[full] = rest
-            best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
-        return spec.work / best if best > 0 else math.inf
+        """Run time alone on an empty cluster at the job's best size (a lower bound on its JCT).
 
-    def _free_gpus_cap(self) -> int:
-        return int(max(c[0] for c in self._cap)) // 1
+        Sizes from ``min_workers`` to ``max_workers`` (capped by the cluster), each packed on the
+        fewest nodes; cached per shape of job, since the rate depends on the job only through it.
+        """
+        gpw = max(spec.gpus_per_worker, 1)
+        top = min(spec.max_workers, self.cluster.total_gpus // gpw)
+        key = (type(spec), spec.application, spec.batch_size, spec.requested_workers, spec.min_workers, top, spec.worker_demand)
+        best = self._ideal_rate.get(key) if type(spec) is JobSpec else None
+        if best is None:
+            per_node = max(int(max(c[0] for c in self._cap)) // gpw, 1)
+            best = 0.0
+            for n in range(spec.min_workers, max(top, spec.min_workers) + 1):
+                full, rest = divmod(n, per_node)
+                nodes = dict.fromkeys(range(full), per_node)
+                if rest:
+                    nodes[full] = rest
+                best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
+            self._ideal_rate[key] = best
+        return spec.work / best if best > 0 else math.inf
 
     # ------------------------------------------------------------------------------ capacity
     def _acquire(self, st: JobStatus, alloc: Allocation) -> None:

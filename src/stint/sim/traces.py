@@ -174,7 +174,9 @@ def _pollux(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]
                 work=a.work_samples,
                 requested_workers=n,
                 min_workers=1,
-                max_workers=max(n, b // a.min_local_bsz),
+                # Elastic up to the batch's worth of minimum local batches, as Pollux's Optimus;
+                # NCF stays on one replica, as in Pollux's simulator.
+                max_workers=n if app == "ncf" else max(n, b // a.min_local_bsz),
                 application=app,
                 batch_size=b,
             )

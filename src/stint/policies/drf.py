@@ -1,0 +1,225 @@
+"""DRF: dominant resource fairness (Ghodsi et al., NSDI'11) over jobs' resource vectors.
+
+A job's demand is its worker vector times its workers plus, for parameter-server jobs, its PS
+vector times its PSs (OASiS constraint (6): enough PSs that ``b_i * workers <= B_i * PSs``), over
+GPU, CPU, memory and network. An *entity* (``by="user"``, the default; ``"vc"``; or ``"job"``) has
+a *dominant share*: the largest, over resources, of its running jobs' total demand divided by the
+cluster's capacity. Progressive filling, re-computed at every arrival and completion:
+1. Take the entity with the smallest dominant share that has a waiting job (ties: the entity whose
+   oldest waiting job arrived first, then by name).
+2. Start its oldest waiting job at its requested size if it fits on the free resources
+   (consolidated placement, every resource checked per node); its share grows accordingly.
+3. If it does not fit, that entity is done for this pass (its jobs keep their order).
+4. Repeat until no entity can start a job.
+Running jobs are never preempted: with rigid jobs, DRF equalises shares through what it starts.
+Cost per pass: O(changed jobs + entities + jobs started).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from typing import Sequence
+
+from stint.model.allocation import Allocation, Plan
+from stint.model.job import JobSpec
+from stint.policies.base import ClusterView, JobStatus, Phase
+from stint.policies.registry import register
+
+Vec = tuple[float, float, float, float]
+
+
+def num_ps(spec: JobSpec, workers: int) -> int:
+    """PSs a job needs with ``workers`` workers (OASiS (6)-(7)); 0 for all-reduce jobs."""
+    if spec.ps_demand is None:
+        return 0
+    b, big_b = spec.worker_demand.net_gbps, spec.ps_demand.net_gbps
+    if b <= 0 or big_b <= 0:
+        return workers
+    return min(workers, max(1, math.ceil(workers * b / big_b - 1e-9)))
+
+
+def demand(spec: JobSpec, workers: int) -> Vec:
+    """Total resource vector of a job with ``workers`` workers (and its PSs)."""
+    w = spec.worker_demand.as_tuple()
+    total = [x * workers for x in w]
+    if spec.ps_demand is not None:
+        p = spec.ps_demand.as_tuple()
+        k = num_ps(spec, workers)
+        total = [a + x * k for a, x in zip(total, p)]
+    return (total[0], total[1], total[2], total[3])
+
+
+@register("drf")
+class Drf:
+    """Dominant-resource max-min fairness between users (or virtual clusters, or jobs)."""
+
+    tick_s: float | None = None
+
+    def __init__(self, by: str = "user") -> None:
+        if by not in ("user", "vc", "job"):
+            raise ValueError(f"drf: 'by' must be user, vc or job (got {by!r})")
+        self.name = "drf"
+        self.by = by
+        self._stream: int | None = None
+        self._usage: dict[str, list[float]] = {}  # entity -> running demand
+        self._held: dict[str, tuple[str, Vec]] = {}  # running job -> (entity, demand)
+        self._queues: dict[str, list[tuple[float, str]]] = {}  # entity -> waiting (arrival, id)
+        self._waiting: dict[str, tuple[str, float]] = {}  # waiting job -> (entity, arrival)
+
+    def entity(self, spec: JobSpec) -> str:
+        return spec.job_id if self.by == "job" else spec.vc if self.by == "vc" else spec.user
+
+    def plan(self, view: ClusterView) -> Plan:
+        self._sync(view)
+        by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
+        cap = _total(view)
+        free: list[list[float]] | None = None  # copied on the first placement attempt
+        free_gpus = sum(view.free_gpus)
+        usage = {e: list(u) for e, u in self._usage.items()}
+        heap = [(_dominant(usage.get(e), cap), q[0][0], e) for e, q in self._queues.items() if q]
+        heapq.heapify(heap)
+        taken = {e: 0 for _, _, e in heap}
+        plan = Plan()
+        while heap:
+            _, _, e = heapq.heappop(heap)  # rule 1
+            queue = self._queues[e]
+            _, jid = queue[taken[e]]
+            spec = by_id[jid].spec
+            d = demand(spec, spec.requested_workers)
+            if d[0] > free_gpus:
+                continue  # rule 3, decided without looking at nodes
+            if free is None:
+                free = _free_vectors(view)
+            placed = _place(spec, free)  # rule 2
+            if placed is None:
+                continue  # rule 3
+            plan.allocations[jid] = placed
+            free_gpus -= d[0]
+            u = usage.setdefault(e, [0.0] * 4)
+            for r in range(4):
+                u[r] += d[r]
+            taken[e] += 1
+            if taken[e] < len(queue):
+                heapq.heappush(heap, (_dominant(u, cap), queue[taken[e]][0], e))
+        return plan
+
+    # ------------------------------------------------------------------ derived state
+    def _sync(self, view: ClusterView) -> None:
+        if view.by_id is None or view.stream is None or view.stream != self._stream:
+            self._stream = view.stream
+            self._usage, self._held, self._queues, self._waiting = {}, {}, {}, {}
+            for st in view.jobs:
+                self._file(st)
+            return
+        for jid in view.changed:
+            self._unfile(jid)
+            st = view.by_id.get(jid)
+            if st is not None:
+                self._file(st)
+
+    def _file(self, st: JobStatus) -> None:
+        e = self.entity(st.spec)
+        if st.phase is Phase.RUNNING:
+            d = demand(st.spec, st.allocation.num_workers)
+            self._held[st.job_id] = (e, d)
+            u = self._usage.setdefault(e, [0.0] * 4)
+            for r in range(4):
+                u[r] += d[r]
+        else:
+            insort(self._queues.setdefault(e, []), (st.spec.arrival_s, st.job_id))
+            self._waiting[st.job_id] = (e, st.spec.arrival_s)
+
+    def _unfile(self, jid: str) -> None:
+        held = self._held.pop(jid, None)
+        if held is not None:
+            u = self._usage[held[0]]
+            for r in range(4):
+                u[r] -= held[1][r]
+        waiting = self._waiting.pop(jid, None)
+        if waiting is not None:
+            q = self._queues[waiting[0]]
+            del q[bisect_left(q, (waiting[1], jid))]
+
+
+def _dominant(usage: Sequence[float] | None, cap: Vec) -> float:
+    """The dominant share: max over resources of usage / capacity (DRF's definition)."""
+    if usage is None:
+        return 0.0
+    return max((u / c) for u, c in zip(usage, cap) if c > 0)
+
+
+def _total(view: ClusterView) -> Vec:
+    t = [0.0] * 4
+    for node in view.cluster.nodes:
+        for r, x in enumerate(node.capacity.as_tuple()):
+            t[r] += x
+    return (t[0], t[1], t[2], t[3])
+
+
+def _free_vectors(view: ClusterView) -> list[list[float]]:
+    """Free (gpu, cpu, mem, net) per node: from the mechanism if it tracks them, else derived."""
+    if view.free_resources is not None:
+        return [list(f) for f in view.free_resources]
+    free = [list(n.capacity.as_tuple()) for n in view.cluster.nodes]
+    for st in view.jobs:
+        for counts, dem in ((st.allocation.workers, st.spec.worker_demand), (st.allocation.ps, st.spec.ps_demand)):
+            if dem is None:
+                continue
+            for node, k in counts:
+                for r, x in enumerate(dem.as_tuple()):
+                    free[node][r] -= k * x
+    return free
+
+
+def _fits(free: list[float], d: Vec, k: int) -> int:
+    """How many copies of ``d`` (at most ``k``) fit in ``free``."""
+    n = k
+    for r in range(4):
+        if d[r] > 0:
+            n = min(n, int((free[r] + 1e-9) // d[r]))
+    return max(n, 0)
+
+
+def _place(spec: JobSpec, free: list[list[float]]) -> Allocation | None:
+    """Consolidated placement of workers, then PSs, checking every resource; commits to ``free``."""
+    w = spec.worker_demand.as_tuple()
+    workers = _pack(free, w, spec.requested_workers)
+    if workers is None:
+        return None
+    ps: dict[int, int] = {}
+    if spec.ps_demand is not None:
+        packed = _pack(free, spec.ps_demand.as_tuple(), num_ps(spec, spec.requested_workers))
+        if packed is None:
+            _unpack(free, w, workers)
+            return None
+        ps = packed
+    return Allocation.of(workers, ps)
+
+
+def _pack(free: list[list[float]], d: Vec, k: int) -> dict[int, int] | None:
+    """Best fit on one node if possible, else roomiest nodes first; commits to ``free``."""
+    room = [_fits(f, d, k) for f in free]
+    one = [i for i, n in enumerate(room) if n >= k]
+    if one:
+        best = min(one, key=lambda i: (free[i][0], i))
+        out = {best: k}
+    else:
+        out, left = {}, k
+        for i in sorted(range(len(free)), key=lambda i: (-room[i], i)):
+            if left and room[i]:
+                out[i] = min(room[i], left)
+                left -= out[i]
+        if left:
+            return None
+    for i, n in out.items():
+        for r in range(4):
+            free[i][r] -= n * d[r]
+    return out
+
+
+def _unpack(free: list[list[float]], d: Vec, placed: dict[int, int]) -> None:
+    for i, n in placed.items():
+        for r in range(4):
+            free[i][r] += n * d[r]

@@ -1,0 +1,98 @@
+"""Run several policies on one trace and write the results (the body of ``stint sim``).
+
+Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, ``jct_cdf.png``
+and ``over_time.png``. Nothing is written until every policy has finished, so an interrupted or
+failed run never leaves a summary that looks complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from stint.model.cluster import Cluster
+from stint.policies.registry import make
+from stint.sim.costs import CostModel
+from stint.sim.engine import Simulator
+from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
+from stint.sim.traces import Filters, Trace, load
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    trace: str = "philly"
+    policies: tuple[str, ...] = ("fifo", "srtf", "drf", "tiresias")
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    seed: int = 0
+    filters: Filters = field(default_factory=Filters)
+    costs: CostModel | None = None
+    elastic: bool = False
+
+    def cluster(self, trace: Trace) -> Cluster:
+        """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
+        pollux = trace.name.startswith("pollux") or trace.perf.__class__.__name__ == "ProfileModel"
+        per_node = self.gpus_per_node or (4 if pollux else 8)
+        nodes = self.nodes or (16 if pollux else 64)
+        return Cluster.uniform(nodes, per_node)
+
+    def cost_model(self, trace: Trace) -> CostModel:
+        """Given costs, else Pollux's 30 s per (re)allocation for Pollux workloads, else defaults."""
+        if self.costs is not None:
+            return self.costs
+        return CostModel.pollux() if trace.name.startswith("pollux") else CostModel()
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cluster, dict[str, RunResult]]:
+    """Load the trace once and run each policy on it in turn."""
+    for name in cfg.policies:
+        make(name)  # fail fast on unknown names, before any long run
+    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic)
+    if not trace.jobs:
+        raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
+    cluster = cfg.cluster(trace)
+    results = {}
+    for name in cfg.policies:
+        cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
+        sim = Simulator(cluster, trace.jobs, make(name), trace.perf, cfg.cost_model(trace), on_progress=cb)
+        results[name] = sim.run()
+    return trace, cluster, results
+
+
+def write_results(out: Path, cluster: Cluster, results: dict[str, RunResult], plots: bool = True) -> dict[str, Any]:
+    """Write every output into a temporary directory, then move the files into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = {name: r.summary() for name, r in results.items()}
+    with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
+        staging = Path(tmp)
+        for name, r in results.items():
+            (staging / name).mkdir()
+            with open(staging / name / "jobs.csv", "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(CSV_FIELDS)
+                w.writerows(record_row(rec) for rec in r.records)
+        if plots:
+            from stint.report.plots import jct_cdf, over_time
+
+            jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
+            over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
+        (staging / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
+        for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
+            if item.is_file():
+                dest = out / item.relative_to(staging)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(item, dest)  # summary.json goes last
+    return summaries
+
+
+def _rebased(r: RunResult) -> tuple[list[float], Any, Any]:
+    t, busy, queue = r.series
+    return [x - r.start_s for x in t], busy, queue

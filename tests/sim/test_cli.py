@@ -1,0 +1,58 @@
+"""The ``stint sim`` contract: summary.json keys, per-policy jobs.csv, plots, errors."""
+
+import json
+
+from typer.testing import CliRunner
+
+from stint.cli import app
+
+CONTRACT = {
+    "jobs", "completed", "avg_jct_s", "p99_jct_s", "makespan_s", "gpu_utilization",
+    "total_utility", "preemptions", "policy_latency_ms_p99", "wall_s",
+}
+
+
+def test_sim_writes_the_contract(tmp_path):
+    out = tmp_path / "results"
+    res = CliRunner().invoke(
+        app,
+        ["sim", "--trace", "philly", "--policy", "fifo,srtf,drf,tiresias", "--gpus", "64",
+         "--limit", "400", "--out", str(out), "--format", "json"],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert json.loads(res.stdout) == summary
+    assert list(summary) == ["fifo", "srtf", "drf", "tiresias"]
+    for policy, s in summary.items():
+        assert CONTRACT <= set(s), CONTRACT - set(s)
+        assert s["jobs"] == 400 and s["completed"] == 400
+        lines = (out / policy / "jobs.csv").read_text().splitlines()
+        assert lines[0].startswith("job_id,arrival_s") and len(lines) == 401
+    assert (out / "jct_cdf.png").stat().st_size > 1000
+    assert (out / "over_time.png").stat().st_size > 1000
+    assert not list(out.glob(".partial-*"))
+
+
+def test_sim_table_output_on_pollux(tmp_path):
+    res = CliRunner().invoke(
+        app, ["sim", "--trace", "pollux:6", "--policy", "fifo", "--nodes", "16", "--gpus-per-node", "4",
+              "--limit", "20", "--out", str(tmp_path), "--no-plots"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "pollux:6" in res.stdout and "fifo" in res.stdout
+
+
+def test_malformed_trace_fails_without_results(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,x,1,1,a\n")
+    out = tmp_path / "results"
+    res = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--out", str(out)])
+    assert res.exit_code == 2
+    assert f"{trace}:2:" in res.output and "'duration' is not a float" in res.output
+    assert not (out / "summary.json").exists()
+
+
+def test_unknown_policy_lists_valid_ones(tmp_path):
+    res = CliRunner().invoke(app, ["sim", "--policy", "fifo,nope", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "unknown policy 'nope'" in res.output and "tiresias" in res.output
+    assert not (tmp_path / "summary.json").exists()
