@@ -108,15 +108,21 @@ class Controller:
     def recover(self, now: float) -> None:
         """After a restart: re-adopt live attempts, apply exits missed while down, redo intents."""
         alive = self.executor.running()
+        # Poll after ``running``: an attempt that ends in between is then reported, not lost.
+        # (The local executor also computes an attempt's exit record only when it is polled.)
+        exits = self._unapplied = self._unapplied + self.executor.poll()
         effects: list[Effect] = []
         with self.store.session() as s:
             jobs = self._active(s)
+            for e in exits:
+                self._apply_exit(s, jobs, e, now)
             for job in list(jobs.values()):
                 self._recover_job(s, jobs, job, alive, now, effects)
             for jid, attempt in alive.items():
                 job = jobs.get(int(jid)) if jid.isdigit() else None
                 if job is None or job.attempt != attempt or job.state not in HOLDING:
                     self.executor.kill(jid)  # an orphan: its job ended or moved on
+        self._unapplied = []
         self._enact(effects, now, StepReport())
 
     def _recover_job(self, s: Session, jobs: dict[int, Job], job: Job, alive: dict[str, int],
