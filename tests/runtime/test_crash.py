@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
@@ -50,7 +51,7 @@ def test_sigkill_loop_every_job_completes_exactly_once(db_url: str, tmp_path: Pa
         assert (out / "completions").read_text().splitlines() == [str(details[job]["attempt"])]
         assert json.loads((out / "result.json").read_text())["total"] == STEPS * (STEPS + 1) // 2
         path = details[job]["transitions"]
-        for before, after in zip(path, path[1:]):
+        for before, after in pairwise(path):
             assert before["dst"] == after["src"], (job, before, after)
             assert JobState(after["dst"]) in allowed(JobState(before["dst"]))
 
