@@ -76,6 +76,18 @@ def _manifests(root: Path) -> set[str]:
     return {p.name for p in (root / "manifests").glob("step-*")} if (root / "manifests").exists() else set()
 
 
+def _after_next_checkpoint(seen: set[str], delay: float) -> Callable[[Path], bool]:
+    """A trigger that holds ``delay`` seconds after a checkpoint not in ``seen`` appears."""
+    marks: list[float] = []
+
+    def trigger(root: Path) -> bool:
+        if not marks and _manifests(root) - seen:
+            marks.append(time.monotonic())
+        return bool(marks) and time.monotonic() - marks[0] > delay
+
+    return trigger
+
+
 def test_sigkill_during_writes_leaves_only_whole_checkpoints(tmp_path):
     # 1. Killed while a blob is being written (a temp blob file exists).
     assert _kill_when(tmp_path, lambda r: any(p.parent.parent.name == "blobs" for p in _temp_files(r)))
@@ -87,14 +99,7 @@ def test_sigkill_during_writes_leaves_only_whole_checkpoints(tmp_path):
     # 3. Killed at random moments after the writer's next checkpoint.
     rng = random.Random(5)
     for _ in range(3):
-        seen, delay, marks = _manifests(tmp_path), rng.uniform(0.0, 0.2), []
-
-        def after_next_checkpoint(root: Path) -> bool:
-            if not marks and _manifests(root) - seen:
-                marks.append(time.monotonic())
-            return bool(marks) and time.monotonic() - marks[0] > delay
-
-        assert _kill_when(tmp_path, after_next_checkpoint)
+        assert _kill_when(tmp_path, _after_next_checkpoint(_manifests(tmp_path), rng.uniform(0.0, 0.2)))
         _check_every_listed_checkpoint_is_whole(tmp_path)
     # 4. The next writer cleans up what the killed ones left and goes on.
     store = CheckpointStore(tmp_path, keep=2)

@@ -192,15 +192,16 @@ class Job:
                     "world_size": self.env.world_size,
                 }
                 self.last_save = self.store.save(self.step, state, meta)
-                outcome = [self.last_save.seconds]
+                outcome = [("ok", self.last_save.seconds)]
             except BaseException as e:
-                outcome = [f"{type(e).__name__}: {e}"]
+                outcome = [("error", f"{type(e).__name__}: {e}")]
                 self._broadcast(outcome)
                 raise
         self._broadcast(outcome)
-        if isinstance(outcome[0], str):
-            raise RuntimeError(f"stint: rank 0 failed to write the checkpoint of step {self.step}: {outcome[0]}")
-        cost = float(outcome[0])
+        status, value = outcome[0]
+        if status != "ok":
+            raise RuntimeError(f"stint: rank 0 failed to write the checkpoint of step {self.step}: {value}")
+        cost = float(value)
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
         self.checkpoint_step = self.step
         self._last_ckpt_clock, self._last_ckpt_step = self._clock(), self.step
