@@ -312,18 +312,24 @@ class SupervisedExecutor(ABC):
         """Hook: find a supervisor started just before a crash, before its pid file was written."""
         return False
 
+    def _alive_many(
+        self, ws: Sequence[WorkerLaunch], d: Path, launched_at: float
+    ) -> dict[int, bool | None]:
+        """``_is_alive`` for several ranks of one attempt (a backend may batch the queries)."""
+        return {w.rank: self._is_alive(w, d, launched_at) for w in ws}
+
     def _probe(self, job: str, attempt: int, d: Path) -> list[RankState]:
         rec = read_json(str(d / "launch.json")) or {}
         launched_at = float(rec.get("launched_at", 0.0))
-        out = []
-        for w in self._workers(job, attempt):
-            out.append(self._rank_state(w, d, launched_at))
-        return out
+        ws = self._workers(job, attempt)
+        exits = {w.rank: read_json(str(d / f"rank-{w.rank}.exit")) for w in ws}
+        alive = self._alive_many([w for w in ws if exits[w.rank] is None], d, launched_at)
+        return [self._rank_state(w, d, exits[w.rank], alive.get(w.rank)) for w in ws]
 
-    def _rank_state(self, w: WorkerLaunch, d: Path, launched_at: float) -> RankState:
-        ex = read_json(str(d / f"rank-{w.rank}.exit"))
+    def _rank_state(
+        self, w: WorkerLaunch, d: Path, ex: dict[str, Any] | None, alive: bool | None
+    ) -> RankState:
         if ex is None:
-            alive = self._is_alive(w, d, launched_at)
             if alive is None:
                 return RankState(w.rank, "pending")
             if alive:
