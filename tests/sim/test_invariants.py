@@ -1,8 +1,10 @@
-"""Invariants every baseline must keep on a real trace slice under contention (STYLE 11).
+"""Invariants every baseline must keep on real traces under contention (STYLE 11).
 
-The first 1,500 Philly jobs on 4 nodes x 8 GPUs keep a queue most of the time. The engine checks
-every plan against node capacities and raises ``CapacityError`` on any violation, so a run that
-finishes is a run in which no plan exceeded a node.
+The first 1,500 Philly jobs on 4 nodes x 8 GPUs keep a queue most of the time (rigid jobs, the
+scaling model); Pollux's workload 6 on 16 x 4 GPUs exercises the profile model, restart costs
+and, with Optimus, elastic resizing. The engine checks every plan against node capacities and
+raises ``CapacityError`` on any violation, so a run that finishes is a run in which no plan
+exceeded a node.
 """
 
 import pytest
@@ -15,7 +17,8 @@ from stint.sim.costs import CostModel
 from stint.sim.engine import CapacityError, Simulator
 from stint.sim.traces import Filters, load
 
-BASELINES = ["fifo", "sjf", "srtf", "drf", "tiresias"]
+RIGID = ["fifo", "sjf", "srtf", "drf", "tiresias"]
+CASES = [(p, "philly") for p in RIGID] + [(p, "pollux:6") for p in [*RIGID, "optimus"]]
 
 
 @pytest.fixture(scope="module")
@@ -23,37 +26,46 @@ def philly():
     return load("philly", seed=3, filters=Filters(limit=1500))
 
 
-def _run(trace, policy, seed_costs=CostModel()):
-    return Simulator(Cluster.uniform(4, 8), trace.jobs, make(policy), trace.perf, seed_costs).run()
+def _run(trace, policy):
+    if trace.name == "philly":
+        return Simulator(Cluster.uniform(4, 8), trace.jobs, make(policy), trace.perf).run()
+    return Simulator(Cluster.uniform(16, 4), trace.jobs, make(policy), trace.perf, CostModel.pollux()).run()
 
 
 @pytest.fixture(scope="module")
 def results(philly):
-    return {p: _run(philly, p) for p in BASELINES}
+    pollux = load("pollux:6", seed=3)
+    out = {(p, "philly"): _run(philly, p) for p in RIGID}
+    out.update({(p, "pollux:6"): _run(pollux, p) for p in [*RIGID, "optimus"]})
+    return out
 
 
-@pytest.mark.parametrize("policy", BASELINES)
-def test_every_job_completes_with_exactly_its_work(results, policy):
-    records = results[policy].records
-    assert len(records) == 1500
+@pytest.mark.parametrize("case", CASES)
+def test_every_job_completes_with_exactly_its_work(results, case):
+    records = results[case].records
+    assert len(records) == (1500 if case[1] == "philly" else 160)
     assert all(r.completed for r in records), [r.rejected for r in records if not r.completed][:3]
     for r in records:
         assert r.work_received == pytest.approx(r.work, rel=1e-9, abs=1e-6), r.job_id
 
 
-@pytest.mark.parametrize("policy", BASELINES)
-def test_jct_is_at_least_the_ideal_run_time(results, policy):
-    for r in results[policy].records:
+@pytest.mark.parametrize("case", CASES)
+def test_jct_is_at_least_the_ideal_run_time(results, case):
+    for r in results[case].records:
         assert r.jct_s >= r.ideal_s - 1e-6 * max(1.0, r.ideal_s), r.job_id
         assert r.queue_s >= 0
 
 
-@pytest.mark.parametrize("policy", BASELINES)
-def test_busy_gpu_time_matches_attained_service(results, policy):
-    res = results[policy]
+@pytest.mark.parametrize("case", CASES)
+def test_busy_gpu_time_matches_attained_service(results, case):
+    res = results[case]
     # The engine integrates busy GPUs over time; jobs record the GPU-seconds they held.
     assert res.busy_gpu_s == pytest.approx(sum(r.attained_gpu_s for r in res.records), rel=1e-9)
     assert 0 < res.summary()["gpu_utilization"] <= 1.0
+
+
+def test_optimus_resizes_elastic_jobs(results):
+    assert results[("optimus", "pollux:6")].summary()["resizes"] > 0
 
 
 def test_identical_seeds_give_identical_results(philly):

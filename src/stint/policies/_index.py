@@ -91,19 +91,19 @@ def fill(
        victims worst-first until it fits; the victims are committed only if it then fits.
     4. A job that still does not fit is skipped; after ``max_skip`` skips the pass ends
        (``max_skip=0`` is strict head-of-line blocking, as FIFO). The pass also ends when no GPU
-       is free and nothing can be preempted.
+       is free and the job cannot preempt: ``preempts`` must be monotone (a job that cannot
+       preempt the worst running job cannot be followed by one that can), as key orders are.
     """
     by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
     free = list(view.free_gpus)
     free_total = sum(free)
-    cluster_total = view.cluster.total_gpus
+    cluster_total = _total_gpus(view)
     plan = Plan()
     worst = len(index.running)  # running[worst:] are committed victims
     skipped = 0
     for wkey, wid in index.waiting:
-        st = by_id[wid]
-        spec = st.spec
-        gpw = spec.gpus_per_worker
+        spec = by_id[wid].spec
+        gpw = int(spec.worker_demand.gpu)
         need = spec.requested_workers * gpw
         if need > cluster_total:
             plan.reject[wid] = f"needs {need} GPUs; the cluster has {cluster_total}"
@@ -111,7 +111,7 @@ def fill(
         can_preempt = preempts is not None and worst > 0 and preempts(wkey, index.running[worst - 1][0])
         if need > free_total and not can_preempt:
             skipped += 1
-            if skipped > max_skip or (free_total == 0 and preempts is None):
+            if skipped > max_skip or free_total <= 0:
                 break
             continue
         placement = place(free, spec.requested_workers, gpw, strategy) if need <= free_total else None
@@ -142,3 +142,17 @@ def fill(
         free_total -= need
         plan.allocations[wid] = Allocation.of(placement)
     return plan
+
+
+_TOTALS: dict[int, tuple[object, int]] = {}
+
+
+def _total_gpus(view: ClusterView) -> int:
+    """The cluster's GPU count, memoised per cluster object (clusters are immutable; the entry
+    holds the object, so its id cannot be reused by another while cached)."""
+    entry = _TOTALS.get(id(view.cluster))
+    if entry is None or entry[0] is not view.cluster:
+        if len(_TOTALS) > 64:
+            _TOTALS.clear()
+        entry = _TOTALS[id(view.cluster)] = (view.cluster, view.cluster.total_gpus)
+    return entry[1]

@@ -22,6 +22,8 @@ import math
 from bisect import bisect_left, insort
 from typing import Sequence
 
+import numpy as np
+
 from stint.model.allocation import Allocation, Plan
 from stint.model.job import JobSpec
 from stint.policies.base import ClusterView, JobStatus, Phase
@@ -75,7 +77,7 @@ class Drf:
         self._sync(view)
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         cap = _total(view)
-        free: list[list[float]] | None = None  # copied on the first placement attempt
+        free: np.ndarray | None = None  # copied on the first placement attempt
         free_gpus = sum(view.free_gpus)
         usage = {e: list(u) for e, u in self._usage.items()}
         heap = [(_dominant(usage.get(e), cap), q[0][0], e) for e, q in self._queues.items() if q]
@@ -150,76 +152,74 @@ def _dominant(usage: Sequence[float] | None, cap: Vec) -> float:
     return max((u / c) for u, c in zip(usage, cap) if c > 0)
 
 
+_TOTALS: dict[int, tuple[object, Vec]] = {}
+
+
 def _total(view: ClusterView) -> Vec:
-    t = [0.0] * 4
-    for node in view.cluster.nodes:
-        for r, x in enumerate(node.capacity.as_tuple()):
-            t[r] += x
-    return (t[0], t[1], t[2], t[3])
+    """The cluster's capacity vector, memoised per (immutable) cluster object."""
+    entry = _TOTALS.get(id(view.cluster))
+    if entry is None or entry[0] is not view.cluster:
+        t = np.sum([n.capacity.as_tuple() for n in view.cluster.nodes], axis=0)
+        entry = _TOTALS[id(view.cluster)] = (view.cluster, (float(t[0]), float(t[1]), float(t[2]), float(t[3])))
+    return entry[1]
 
 
-def _free_vectors(view: ClusterView) -> list[list[float]]:
+def _free_vectors(view: ClusterView) -> np.ndarray:
     """Free (gpu, cpu, mem, net) per node: from the mechanism if it tracks them, else derived."""
     if view.free_resources is not None:
-        return [list(f) for f in view.free_resources]
-    free = [list(n.capacity.as_tuple()) for n in view.cluster.nodes]
+        return np.array(view.free_resources, dtype=float)
+    free = np.array([n.capacity.as_tuple() for n in view.cluster.nodes], dtype=float)
     for st in view.jobs:
         for counts, dem in ((st.allocation.workers, st.spec.worker_demand), (st.allocation.ps, st.spec.ps_demand)):
-            if dem is None:
-                continue
-            for node, k in counts:
-                for r, x in enumerate(dem.as_tuple()):
-                    free[node][r] -= k * x
+            if dem is not None:
+                for node, k in counts:
+                    free[node] -= k * np.array(dem.as_tuple())
     return free
 
 
-def _fits(free: list[float], d: Vec, k: int) -> int:
-    """How many copies of ``d`` (at most ``k``) fit in ``free``."""
-    n = k
-    for r in range(4):
-        if d[r] > 0:
-            n = min(n, int((free[r] + 1e-9) // d[r]))
-    return max(n, 0)
-
-
-def _place(spec: JobSpec, free: list[list[float]]) -> Allocation | None:
+def _place(spec: JobSpec, free: np.ndarray) -> Allocation | None:
     """Consolidated placement of workers, then PSs, checking every resource; commits to ``free``."""
-    w = spec.worker_demand.as_tuple()
+    w = np.array(spec.worker_demand.as_tuple())
     workers = _pack(free, w, spec.requested_workers)
     if workers is None:
         return None
     ps: dict[int, int] = {}
     if spec.ps_demand is not None:
-        packed = _pack(free, spec.ps_demand.as_tuple(), num_ps(spec, spec.requested_workers))
+        p = np.array(spec.ps_demand.as_tuple())
+        packed = _pack(free, p, num_ps(spec, spec.requested_workers))
         if packed is None:
-            _unpack(free, w, workers)
+            for i, n in workers.items():
+                free[i] += n * w
             return None
         ps = packed
     return Allocation.of(workers, ps)
 
 
-def _pack(free: list[list[float]], d: Vec, k: int) -> dict[int, int] | None:
-    """Best fit on one node if possible, else roomiest nodes first; commits to ``free``."""
-    room = [_fits(f, d, k) for f in free]
-    one = [i for i, n in enumerate(room) if n >= k]
-    if one:
-        best = min(one, key=lambda i: (free[i][0], i))
+def _pack(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | None:
+    """Best fit on one node if possible, else roomiest nodes first; commits to ``free``.
+
+    ``room[i]`` is how many copies of ``d`` node i still holds: the minimum over the resources
+    the demand uses of free / demand (vectorised over nodes).
+    """
+    if k <= 0:
+        return {}
+    used = d > 0
+    if not used.any():
+        return {0: k}  # a demand of nothing fits anywhere
+    room = np.floor((free[:, used] + 1e-9) / d[used]).min(axis=1).clip(0, k).astype(int)
+    one = np.flatnonzero(room >= k)
+    if len(one):
+        best = int(one[np.argmin(free[one, 0])])
         out = {best: k}
     else:
         out, left = {}, k
-        for i in sorted(range(len(free)), key=lambda i: (-room[i], i)):
-            if left and room[i]:
-                out[i] = min(room[i], left)
-                left -= out[i]
+        for i in np.argsort(-room, kind="stable"):
+            if not left or room[i] == 0:
+                break
+            out[int(i)] = take = int(min(room[i], left))
+            left -= take
         if left:
             return None
     for i, n in out.items():
-        for r in range(4):
-            free[i][r] -= n * d[r]
+        free[i] -= n * d
     return out
-
-
-def _unpack(free: list[list[float]], d: Vec, placed: dict[int, int]) -> None:
-    for i, n in placed.items():
-        for r in range(4):
-            free[i][r] += n * d[r]

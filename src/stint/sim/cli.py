@@ -28,6 +28,9 @@ def sim(
     end_s: Optional[float] = typer.Option(None, help="Keep jobs submitted before this offset (s)."),
     restart_s: Optional[float] = typer.Option(None, help="Cost of every resume/resize/migrate (s)."),
     elastic: bool = typer.Option(False, help="Give rigid trace jobs min=req/2, max=2*req workers."),
+    decide_every: Optional[float] = typer.Option(
+        None, help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."
+    ),
     plots: bool = typer.Option(True, help="Write PNG plots."),
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
@@ -65,6 +68,7 @@ def sim(
         filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
         costs=costs,
         elastic=elastic,
+        decision_period_s=decide_every,
     )
     try:
         with _progress(err) as bar:

@@ -84,6 +84,9 @@ class Simulator:
     costs: CostModel = field(default_factory=CostModel)
     failures: Sequence[NodeFailure] = ()
     on_progress: Callable[[int, int], None] | None = None
+    # If set, the policy is called only every ``decision_period_s`` seconds (Pollux's simulator
+    # re-plans every 60 s); arrivals and completions in between wait for the next period.
+    decision_period_s: float | None = None
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -113,6 +116,7 @@ class Simulator:
         )
         self._latency = array("d")
         self._ideal_rate: dict[object, float] = {}
+        self._period_at: float | None = None
         self._stream = id(self)
 
     # ----------------------------------------------------------------------------------- run
@@ -140,7 +144,11 @@ class Simulator:
                 events += 1
                 dirty = True
             if dirty and self._table:
-                self._decide(t)
+                if self.decision_period_s is None or self._on_period(t):
+                    self._decide(t)
+                elif self._period_at is None:
+                    self._period_at = (math.floor(t / self.decision_period_s) + 1) * self.decision_period_s
+                    self._push(self._period_at, EventKind.TICK, "")
             self._schedule_tick(t)
             if self.on_progress is not None and events % 4096 == 0:
                 self.on_progress(len(self._records), n)
@@ -200,6 +208,15 @@ class Simulator:
         self._track[spec.job_id] = _Track()
         self._changed[spec.job_id] = None
         self._waiting += 1
+
+    def _on_period(self, t: float) -> bool:
+        """With a decision period: is ``t`` a decision instant? (Then the pending one is used up.)"""
+        assert self.decision_period_s is not None
+        if t % self.decision_period_s == 0.0:
+            if self._period_at is not None and t >= self._period_at:
+                self._period_at = None
+            return True
+        return False
 
     def _schedule_tick(self, t: float) -> None:
         """Keep one slot tick pending while it can matter.

@@ -33,6 +33,7 @@ class SimConfig:
     filters: Filters = field(default_factory=Filters)
     costs: CostModel | None = None
     elastic: bool = False
+    decision_period_s: float | None = None
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -62,7 +63,10 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     results = {}
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
-        sim = Simulator(cluster, trace.jobs, make(name), trace.perf, cfg.cost_model(trace), on_progress=cb)
+        sim = Simulator(
+            cluster, trace.jobs, make(name), trace.perf, cfg.cost_model(trace),
+            on_progress=cb, decision_period_s=cfg.decision_period_s,
+        )
         results[name] = sim.run()
     return trace, cluster, results
 
