@@ -2,7 +2,7 @@
 
 Layout of ``root`` (``STINT_CKPT_DIR``)::
 
-    blobs/ab/abcdef...      raw bytes, named by their SHA-256; written to a temp name, fsynced,
+    blobs/abcdef...         raw bytes, named by their SHA-256; written to a temp name, fsynced,
                             then renamed, so a blob name always means complete content
     manifests/step-000000000120.json
                             one checkpoint: skeleton and tensor table, meta, and a checksum of
@@ -115,7 +115,6 @@ class CheckpointStore:
         blob_sizes: dict[str, int] = {}
         metas: list[codec.TensorMeta | None] = [None] * len(tensors)
         pending: list[Future[None]] = []
-        touched: set[Path] = set()
         written = 0
         for data, members in [(memoryview(skeleton), [])] + groups:
             h = hashlib.sha256(data).hexdigest()  # releases the GIL: overlaps the writer thread
@@ -128,14 +127,12 @@ class CheckpointStore:
             path = self._blob_path(h)
             if path.exists() and path.stat().st_size == len(data):
                 continue  # deduplicated: identical content is already durable
-            path.parent.mkdir(exist_ok=True)
-            touched.add(path.parent)
             pending.append(self._writer.submit(_write_durably, path, data))
             written += len(data)
         for f in pending:
             f.result()
-        for d in touched | ({self._blobs} if touched else set()):
-            _fsync_dir(d)
+        if pending:
+            _fsync_dir(self._blobs)  # the renames are durable too
         body = {
             "format": FORMAT,
             "step": step,
@@ -182,11 +179,11 @@ class CheckpointStore:
     def load(self, ckpt: Checkpoint, verify: bool = True) -> Any:
         """The state saved in ``ckpt``; raises CorruptCheckpoint if any blob fails its hash."""
         buffers: dict[str, memoryview] = {}
-        for h, size in ckpt.manifest["blobs"].items():
-            buf = bytearray(size)
-            with open(self._blob_path(h), "rb", buffering=0) as f:
-                if f.readinto(buf) != size or f.read(1):
-                    raise CorruptCheckpoint(f"{self._blob_path(h)}: size differs from {ckpt.path}")
+        blobs = list(ckpt.manifest["blobs"].items())
+        # Read blob i+1 on the I/O thread while this thread verifies blob i (both drop the GIL).
+        reads = [self._writer.submit(self._read_blob, h, size) for h, size in blobs]
+        for (h, _), read in zip(blobs, reads):
+            buf = read.result()
             if verify and hashlib.sha256(buf).hexdigest() != h:
                 raise CorruptCheckpoint(f"{self._blob_path(h)}: content does not match its hash")
             buffers[h] = memoryview(buf)
@@ -195,6 +192,13 @@ class CheckpointStore:
             for m in ckpt.manifest["tensors"]
         ]
         return codec.join(bytes(buffers[ckpt.manifest["skeleton"]]), tensors)
+
+    def _read_blob(self, h: str, size: int) -> bytearray:
+        buf = bytearray(size)
+        with open(self._blob_path(h), "rb", buffering=0) as f:
+            if f.readinto(buf) != size or f.read(1):
+                raise CorruptCheckpoint(f"{self._blob_path(h)}: size differs from its manifest")
+        return buf
 
     def load_latest(self, verify: bool = True) -> tuple[Checkpoint, Any] | None:
         """The newest checkpoint that loads cleanly, skipping (and reporting) corrupt ones."""
@@ -232,13 +236,12 @@ class CheckpointStore:
             if path not in kept_paths:
                 path.unlink(missing_ok=True)
         live = {h for c in keep for h in c.manifest["blobs"]}
-        for sub in self._blobs.iterdir():
-            for blob in sub.iterdir() if sub.is_dir() else [sub]:
-                if blob.name not in live:
-                    blob.unlink(missing_ok=True)
+        for blob in self._blobs.iterdir():
+            if blob.name not in live:
+                blob.unlink(missing_ok=True)
 
     def _blob_path(self, h: str) -> Path:
-        return self._blobs / h[:2] / h
+        return self._blobs / h
 
     def _manifest_path(self, step: int) -> Path:
         return self._manifests / f"step-{step:012d}.json"

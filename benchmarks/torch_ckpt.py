@@ -1,0 +1,191 @@
+"""stint.torch checkpoint costs for 10 MB, 100 MB and 1 GB of training state.
+
+For each size, in one run:
+1. the disk's sequential write speed (8 MiB writes + fsync of a file of that size, same directory);
+2. a checkpoint write of that much state (CheckpointStore.save: hash, write, fsync, rename),
+   as MB/s and as a fraction of (1) (three alternating rounds of each, medians); then the same
+   state saved again (all deduplicated) and loaded with every hash verified;
+3. preemption latency: a real worker process (`python this_file --worker`) training a model with
+   that much state (parameters + SGD momentum) gets SIGUSR1; time until the process has exited
+   with code 75 (finish the step, write the checkpoint, exit);
+4. resume latency: a new worker process from spawn to its first step done, split into interpreter
+   and imports, building the model, stint.init (finding, reading and verifying the checkpoint), and
+   the first step.
+
+Run:  .venv/bin/python benchmarks/torch_ckpt.py [--sizes 10,100,1000] [--dir /tmp/...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+T_SPAWN = time.time()  # the worker's own clock origin (the parent passes its spawn time too)
+MB = 1_000_000
+WIDTH = 2048  # Linear(2048, 2048) = 16.8 MB of float32 parameters (+ the same in momentum)
+
+
+def disk_write_speed(directory: Path, nbytes: int) -> float:
+    """Bytes per second for a sequential write of ``nbytes`` in 8 MiB chunks, fsynced."""
+    chunk = os.urandom(8 << 20)
+    path = directory / "disk-speed.bin"
+    t0 = time.perf_counter()
+    with open(path, "wb", buffering=0) as f:
+        left = nbytes
+        while left > 0:
+            left -= f.write(chunk[: min(left, len(chunk))])
+        os.fsync(f.fileno())
+    seconds = time.perf_counter() - t0
+    path.unlink()
+    return nbytes / seconds
+
+
+def build(state_mb: float):
+    """A model whose parameters plus SGD momentum hold about ``state_mb`` MB."""
+    import torch
+    from torch import nn
+
+    per_layer = 2 * (WIDTH * WIDTH + WIDTH) * 4
+    layers = max(1, round(state_mb * MB / per_layer))
+    if state_mb * MB < per_layer:  # small sizes: one narrower layer
+        width = int((state_mb * MB / 8) ** 0.5)
+        model = nn.Sequential(nn.Linear(width, width))
+    else:
+        model = nn.Sequential(*[nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    return model, opt
+
+
+def worker(args: argparse.Namespace) -> None:
+    """A training process: report timings as JSON lines on stdout."""
+    t_imported0 = time.time()
+    import torch
+    import torch._dynamo  # imported by the first optimizer anyway: counted with the imports
+
+    import stint.torch as stint
+
+    torch.set_num_threads(1)
+    t_imported = time.time()
+    model, opt = build(args.mb)
+    t_built = time.time()
+    job = stint.init(model=model, optimizer=opt, final_checkpoint=False)
+    t_init = time.time()
+    width = model[0].in_features
+    x = torch.randn(4, width)
+    for step in job.steps(10**9):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        if step == job.checkpoint_step or (job.checkpoint_step is None and step == 0):
+            print(json.dumps({"first_step": time.time(), "start": T_SPAWN, "imports": t_imported - t_imported0,
+                              "imported": t_imported, "built": t_built, "init": t_init, "step": step}),
+                  flush=True)
+
+
+def spawn_worker(mb: float, ckpt: Path) -> tuple[subprocess.Popen[str], float]:
+    env = dict(os.environ, STINT_CKPT_DIR=str(ckpt), STINT_JOB_ID=f"bench-{mb}")
+    t = time.time()
+    proc = subprocess.Popen([sys.executable, __file__, "--worker", "--mb", str(mb)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    return proc, t
+
+
+def preempt_and_resume(mb: float, ckpt: Path) -> dict[str, float]:
+    """One cold start, a preemption, one resume; latencies in seconds."""
+    proc, _ = spawn_worker(mb, ckpt)
+    json.loads(proc.stdout.readline())  # first step done: now in steady state
+    time.sleep(0.5)
+    t_signal = time.time()
+    proc.send_signal(signal.SIGUSR1)
+    proc.wait()
+    t_gone = time.time()
+    if proc.returncode != 75:
+        raise SystemExit(f"worker exited with {proc.returncode}, expected 75")
+    proc, t_spawn = spawn_worker(mb, ckpt)
+    first = json.loads(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return {
+        "preempt": t_gone - t_signal,
+        "resume": first["first_step"] - t_spawn,
+        "resume_python_and_imports": first["imported"] - t_spawn,
+        "resume_build_model": first["built"] - first["imported"],
+        "resume_init_load": first["init"] - first["built"],
+        "resume_first_step": first["first_step"] - first["init"],
+    }
+
+
+def write_throughput(mb: float, directory: Path, rounds: int = 3) -> dict[str, float]:
+    import torch
+
+    from stint.torch.store import CheckpointStore
+
+    torch.manual_seed(0)
+    model, opt = build(mb)
+    for p in model.parameters():  # momentum buffers exist after one step
+        p.grad = torch.randn_like(p)
+    opt.step()
+    state = {"model": model.state_dict(), "opt": opt.state_dict()}
+    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) * 2
+    disks, saves = [], []
+    for _ in range(rounds):  # alternate, and compare medians: the disk is shared and its speed drifts
+        disks.append(disk_write_speed(directory, nbytes))
+        shutil.rmtree(directory / "store", ignore_errors=True)
+        store = CheckpointStore(directory / "store", keep=2)
+        first = store.save(1, state)
+        saves.append(first.bytes_total / first.seconds)
+    again = store.save(2, state)
+    t0 = time.perf_counter()
+    store.load_latest()
+    load = time.perf_counter() - t0
+    shutil.rmtree(directory / "store")
+    disk, ckpt = statistics.median(disks), statistics.median(saves)
+    return {
+        "state_MB": first.bytes_total / MB,
+        "disk_MBps": disk / MB,
+        "ckpt_MBps": ckpt / MB,
+        "fraction": ckpt / disk,
+        "resave_written_MB": again.bytes_written / MB,
+        "resave_s": again.seconds,
+        "load_verify_s": load,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mb", type=float, default=10.0, help=argparse.SUPPRESS)
+    p.add_argument("--sizes", default="10,100,1000", help="state sizes in MB")
+    p.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
+    a = p.parse_args()
+    if a.worker:
+        worker(a)
+        return
+    base = Path(tempfile.mkdtemp(prefix="stint-ckpt-bench-", dir=a.dir))
+    try:
+        print("| state | disk seq. write | checkpoint write | fraction | re-save (dedup) | load+verify "
+              "| preemption latency | resume latency (python+imports / build / init+load / 1st step) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for mb in (float(s) for s in a.sizes.split(",")):
+            w = write_throughput(mb, base)
+            r = preempt_and_resume(mb, base / f"job-{mb:g}")
+            print(f"| {w['state_MB']:.0f} MB | {w['disk_MBps']:.0f} MB/s | {w['ckpt_MBps']:.0f} MB/s "
+                  f"| {100 * w['fraction']:.0f}% | {w['resave_written_MB']:.0f} MB written, {w['resave_s']:.2f} s "
+                  f"| {w['load_verify_s']:.2f} s | {r['preempt']:.2f} s | {r['resume']:.2f} s "
+                  f"({r['resume_python_and_imports']:.2f} / {r['resume_build_model']:.2f} / "
+                  f"{r['resume_init_load']:.2f} / {r['resume_first_step']:.2f}) |", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

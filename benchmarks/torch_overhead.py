@@ -1,0 +1,127 @@
+"""stint.torch steady-state and time-slicing overhead on the example CNN (examples/common.py).
+
+1. Steady state: the same training loop with and without the SDK (P = L = 1), per-step time.
+2. Time slicing: 4 logical ranks on 1 worker (global batch B) against the ideal, 4 x the step time
+   of one worker running one rank's share (B/4) without the SDK (Singularity Fig. 4's measure).
+
+Both run interleaved blocks (A, B, A, B, ...) in one process and compare medians, because the
+machine is shared and noisy. Run:  .venv/bin/python benchmarks/torch_overhead.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from common import SmallCNN, image_data
+
+import stint.torch as stint
+
+
+def plain(batch: int) -> Iterator[None]:
+    """The example CNN's loop without stint: its own shuffled indices, one step per next()."""
+    torch.manual_seed(0)
+    x, y = image_data()
+    model = SmallCNN()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step, perm = 0, torch.randperm(len(x))
+    while True:
+        i = step % (len(x) // batch)
+        if i == 0:
+            perm = torch.randperm(len(x))
+        idx = perm[i * batch : (i + 1) * batch]
+        opt.zero_grad()
+        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+        step += 1
+        yield
+
+
+def with_stint(batch: int, logical: int) -> Iterator[None]:
+    """The same loop through stint (no checkpoint directory: the per-step machinery only)."""
+    torch.manual_seed(0)
+    x, y = image_data()
+    model = SmallCNN()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    job = stint.init(model=model, optimizer=opt, logical_world_size=logical)
+    sampler = stint.Sampler(len(x), batch_size=batch, seed=0)
+    for _ in job.steps(10**12):
+        opt.zero_grad()
+        for idx in job.batches(sampler):
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+        yield
+
+
+def bookkeeping(logical: int, steps: int = 20000) -> float:
+    """Seconds per step of stint's own work alone: steps(), batches() and the sampler, empty body."""
+    job = stint.init(logical_world_size=logical)
+    sampler = stint.Sampler(1024, batch_size=64, seed=0)
+    t0 = time.perf_counter()
+    for _ in job.steps(steps):
+        for _idx in job.batches(sampler):
+            pass
+    return (time.perf_counter() - t0) / steps
+
+
+def per_step(loops: dict[str, Iterator[None]], blocks: int, steps: int) -> dict[str, tuple[float, float]]:
+    """(median, minimum) seconds per step of each loop over ``blocks`` rounds of ``steps`` steps;
+    each round runs every loop once, in a shuffled order, so load from other users hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in loops}
+    for loop in loops.values():  # warm up
+        for _ in range(steps):
+            next(loop)
+    order, rng = list(loops), random.Random(0)
+    for _ in range(blocks):
+        rng.shuffle(order)
+        for name in order:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                next(loops[name])
+            times[name].append((time.perf_counter() - t0) / steps)
+    return {name: (statistics.median(ts), min(ts)) for name, ts in times.items()}
+
+
+def _ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
+    return f"median {100 * (a[0] / b[0] - 1):+.2f}%, min {100 * (a[1] / b[1] - 1):+.2f}%"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--blocks", type=int, default=60)
+    p.add_argument("--steps", type=int, default=5, help="steps per block")
+    p.add_argument("--batch", type=int, default=64, help="global batch")
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    m = per_step({"plain": plain(a.batch), "plain again": plain(a.batch), "stint": with_stint(a.batch, 1)},
+                 a.blocks, a.steps)
+    own = bookkeeping(1)
+    print(f"steady state, CNN batch {a.batch}, P=L=1 ({a.blocks} rounds x {a.steps} steps):")
+    print(f"  plain {m['plain'][0] * 1e3:.3f} ms/step (min {m['plain'][1] * 1e3:.3f}), "
+          f"stint {m['stint'][0] * 1e3:.3f} ms/step (min {m['stint'][1] * 1e3:.3f})")
+    print(f"  stint vs plain: {_ratio(m['stint'], m['plain'])};  noise floor, plain vs plain: "
+          f"{_ratio(m['plain again'], m['plain'])}")
+    print(f"  stint's own per-step work: {own * 1e6:.1f} us = {100 * own / m['plain'][1]:.3f}% of a plain step")
+    share = a.batch // 4
+    m = per_step({"one rank": plain(share), "4 on 1": with_stint(a.batch, 4)}, a.blocks, a.steps)
+    ideal = (4 * m["one rank"][0], 4 * m["one rank"][1])
+    own4 = bookkeeping(4, steps=5000)
+    print(f"time slicing, 4 logical ranks on 1 worker, global batch {a.batch}:")
+    print(f"  one rank's step (batch {share}, no stint) {m['one rank'][0] * 1e3:.3f} ms, ideal 4x "
+          f"{ideal[0] * 1e3:.3f} ms, sliced {m['4 on 1'][0] * 1e3:.3f} ms (min {m['4 on 1'][1] * 1e3:.3f})")
+    print(f"  overhead beyond ideal: {_ratio(m['4 on 1'], ideal)}; stint's own work "
+          f"{own4 * 1e6:.1f} us/step without gradients to stash")
+
+
+if __name__ == "__main__":
+    main()
