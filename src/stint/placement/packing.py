@@ -24,7 +24,7 @@ def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) ->
             best, best_free = i, f
     if best >= 0:
         return {best: workers}
-    return _greedy(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
+    return emptiest(free, workers, gpus_per_worker)
 
 
 def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
@@ -44,6 +44,11 @@ def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Place
     return out
 
 
+def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
+    """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
+    return _greedy(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
+
+
 def _greedy(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -> Placement | None:
     out: Placement = {}
     left = workers
@@ -57,7 +62,7 @@ def _greedy(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -
     return None
 
 
-STRATEGIES = {"consolidated": consolidated, "spread": spread}
+STRATEGIES = {"consolidated": consolidated, "spread": spread, "emptiest": emptiest}
 
 
 def place(
