@@ -19,9 +19,10 @@ import gzip
 import io
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,9 +68,9 @@ class _Table:
         self.by_placement: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         rows: dict[tuple[int, ...], list[tuple[float, float, float]]] = {}
         points: list[tuple[float, float, float, float, float]] = []
-        for placement, bsz, step, sync in _read(Path(str(base / "placements.csv.gz"))):
+        for placement, bsz, step_s, sync_s in _read(Path(str(base / "placements.csv.gz"))):
             key = _canonical(tuple(int(c) for c in placement))
-            rows.setdefault(key, []).append((float(bsz), float(step), float(sync)))
+            rows.setdefault(key, []).append((float(bsz), float(step_s), float(sync_s)))
         for key, vals in rows.items():
             arr = np.array(sorted(vals))
             # Several rotations of one placement (e.g. "12" and "21") are averaged per batch size.
@@ -78,12 +79,12 @@ class _Table:
             sync = np.array([arr[arr[:, 0] == b, 2].mean() for b in bs])
             self.by_placement[key] = (bs, step, sync)
             for b, s, y in zip(bs, step, sync):
-                points.append((len(key), sum(key), b, s, y))
-        for nodes, replicas, bsz, step, sync in _read(Path(str(base / "scalability.csv.gz"))):
-            points.append((float(nodes), float(replicas), float(bsz), float(step), float(sync)))
+                points.append((float(len(key)), float(sum(key)), float(b), float(s), float(y)))
+        for nodes, replicas, bsz, step_s, sync_s in _read(Path(str(base / "scalability.csv.gz"))):
+            points.append((float(nodes), float(replicas), float(bsz), float(step_s), float(sync_s)))
         self.points = np.array(points)
-        self._linear = None
-        self._nearest = None
+        self._linear: Any = None
+        self._nearest: Any = None
 
     def times(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
         hit = self.by_placement.get(placement)
@@ -114,7 +115,7 @@ def _canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted((c for c in placement if c > 0), reverse=True))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _table(app: str) -> _Table:
     return _Table(app)
 

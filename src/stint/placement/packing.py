@@ -6,7 +6,7 @@ with ``take``. Workers here hold ``gpus_per_worker`` GPUs each and never straddl
 
 from __future__ import annotations
 
-from typing import MutableSequence, Sequence
+from collections.abc import MutableSequence, Sequence
 
 Placement = dict[int, int]  # node index -> workers
 

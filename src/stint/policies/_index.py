@@ -14,7 +14,8 @@ them only if the job then fits (plan tentatively, commit or discard as a unit).
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.placement.packing import give, place, take
@@ -45,11 +46,13 @@ class OrderIndex:
             for st in view.jobs:
                 self.file(st, view.now)
             return
+        by_id = view.by_id
+        assert by_id is not None  # needs_rebuild() is False
         for job_id in view.changed:
             self.unfile(job_id)
-            st = view.by_id.get(job_id)
-            if st is not None:
-                self.file(st, view.now)
+            found = by_id.get(job_id)
+            if found is not None:
+                self.file(found, view.now)
 
     def file(self, st: JobStatus, now: float) -> None:
         key = self._key(st, now)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ class Drf:
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         cap = _total(view)
         free: np.ndarray | None = None  # copied on the first placement attempt
-        free_gpus = sum(view.free_gpus)
+        free_gpus = float(sum(view.free_gpus))
         usage = {e: list(u) for e, u in self._usage.items()}
         heap = [(_dominant(usage.get(e), cap), q[0][0], e) for e, q in self._queues.items() if q]
         heapq.heapify(heap)
@@ -117,9 +117,9 @@ class Drf:
             return
         for jid in view.changed:
             self._unfile(jid)
-            st = view.by_id.get(jid)
-            if st is not None:
-                self._file(st)
+            found = view.by_id.get(jid)
+            if found is not None:
+                self._file(found)
 
     def _file(self, st: JobStatus) -> None:
         e = self.entity(st.spec)

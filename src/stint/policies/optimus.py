@@ -90,7 +90,6 @@ class Optimus:
         return m
 
     def plan(self, view: ClusterView) -> Plan:
-        now = view.now
         target = self._targets(view)
         return _place_targets(view, target)
 
@@ -115,10 +114,10 @@ class Optimus:
                 gpus_left -= need
         heap: list[tuple[float, str]] = []
         by_id = {st.job_id: st for st in view.jobs if st.job_id in target}
-        for jid in target:
-            self._push_gain(view, heap, by_id[jid], target[jid])
+        for jid, n in target.items():
+            self._push_gain(view, heap, by_id[jid], n)
         while heap and gpus_left > 0:  # rule 3
-            neg_gain, jid = heapq.heappop(heap)
+            _, jid = heapq.heappop(heap)
             st = by_id[jid]
             gpw = st.spec.gpus_per_worker
             if gpw > gpus_left:

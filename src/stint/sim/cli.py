@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -14,24 +14,25 @@ def register(app: typer.Typer) -> None:
 
 
 def sim(
-    trace: str = typer.Option("philly", help="'philly', 'pollux:N' (N=1..8) or a CSV path."),
-    policy: str = typer.Option("fifo,srtf,drf,tiresias", help="Comma-separated policy names."),
-    gpus: Optional[int] = typer.Option(None, help="Cluster size in GPUs, as nodes of 8 GPUs."),
-    nodes: Optional[int] = typer.Option(None, help="Number of nodes."),
-    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per node."),
-    seed: int = typer.Option(0, help="Seed for the fields a trace lacks (utility, tier)."),
-    out: Path = typer.Option(Path("results"), help="Output directory."),
-    format: str = typer.Option("table", help="'table' (Rich) or 'json' (summary on stdout)."),
-    limit: Optional[int] = typer.Option(None, help="Keep only the first N jobs (by arrival)."),
-    vc: Optional[str] = typer.Option(None, help="Keep only this virtual cluster (Philly)."),
-    start_s: Optional[float] = typer.Option(None, help="Keep jobs submitted at/after this offset (s)."),
-    end_s: Optional[float] = typer.Option(None, help="Keep jobs submitted before this offset (s)."),
-    restart_s: Optional[float] = typer.Option(None, help="Cost of every resume/resize/migrate (s)."),
-    elastic: bool = typer.Option(False, help="Give rigid trace jobs min=req/2, max=2*req workers."),
-    decide_every: Optional[float] = typer.Option(
-        None, help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."
-    ),
-    plots: bool = typer.Option(True, help="Write PNG plots."),
+    trace: Annotated[str, typer.Option(help="'philly', 'pollux:N' (N=1..8) or a CSV path.")] = "philly",
+    policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,srtf,drf,tiresias",
+    gpus: Annotated[int | None, typer.Option(help="Cluster size in GPUs, as nodes of 8 GPUs.")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the fields a trace lacks (utility, tier).")] = 0,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("results"),
+    format: Annotated[str, typer.Option(help="'table' (Rich) or 'json' (summary on stdout).")] = "table",
+    limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs (by arrival).")] = None,
+    vc: Annotated[str | None, typer.Option(help="Keep only this virtual cluster (Philly).")] = None,
+    start_s: Annotated[float | None, typer.Option(help="Keep jobs submitted from this offset (s).")] = None,
+    end_s: Annotated[float | None, typer.Option(help="Keep jobs submitted before this offset (s).")] = None,
+    restart_s: Annotated[float | None, typer.Option(help="Cost of every resume/resize/migrate (s).")] = None,
+    elastic: Annotated[bool, typer.Option(help="Make rigid jobs elastic: req/2 to 2*req workers.")] = False,
+    decide_every: Annotated[
+        float | None,
+        typer.Option(help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."),
+    ] = None,
+    plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
     import json
@@ -94,7 +95,7 @@ def sim(
     Console().print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
 
 
-def _progress(console):  # type: ignore[no-untyped-def]
+def _progress(console: Any) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(

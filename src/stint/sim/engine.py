@@ -19,9 +19,8 @@ import heapq
 import math
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
@@ -69,7 +68,7 @@ class _ActiveJobs(Sequence[JobStatus]):
     def __iter__(self) -> Iterator[JobStatus]:
         return iter(self._table.values())
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
         return list(self._table.values())[i]
 
 

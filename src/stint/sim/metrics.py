@@ -75,7 +75,10 @@ class RunResult:
         jct = np.fromiter((r.jct_s for r in done), dtype=float, count=len(done))
         lat_ms = np.frombuffer(self.latencies_s, dtype=float) * 1e3 if len(self.latencies_s) else np.zeros(1)
         span = max(self.end_s - self.start_s, 0.0)
-        pct = (lambda q: float(np.percentile(jct, q))) if len(jct) else (lambda q: 0.0)
+
+        def pct(q: float) -> float:
+            return float(np.percentile(jct, q)) if len(jct) else 0.0
+
         return {
             "jobs": len(self.records),
             "completed": len(done),

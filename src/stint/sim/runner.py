@@ -11,9 +11,10 @@ import csv
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from stint.model.cluster import Cluster
 from stint.policies.registry import make

@@ -19,11 +19,12 @@ import csv
 import gzip
 import io
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from stint.model.job import JobSpec, Tier
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
@@ -74,6 +75,7 @@ def load(spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: boo
     with _open(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
+        perf: PerfModel
         if header == PHILLY_COLUMNS:
             jobs, perf = _philly(reader, str(path), filters), ScalingModel()
         elif header == POLLUX_COLUMNS:
@@ -108,7 +110,7 @@ def _rows(reader: Iterator[list[str]], path: str, width: int) -> Iterator[tuple[
 
 def _number(path: str, line: int, field: str, text: str, kind: type = float, low: float = 0.0) -> float:
     try:
-        value = kind(text)
+        value = float(kind(text))
     except ValueError:
         raise TraceError(f"{path}:{line}: field {field!r} is not a {kind.__name__}: {text!r}") from None
     if value < low:
@@ -120,7 +122,7 @@ def _philly(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]
     raw: list[tuple[float, int, float, int, str]] = []
     for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
         try:
-            t = datetime.fromisoformat(ts).replace(tzinfo=timezone.utc).timestamp()
+            t = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
         except ValueError:
             raise TraceError(f"{path}:{line}: field 'timestamp' is not YYYY-MM-DD HH:MM:SS: {ts!r}") from None
         d = _number(path, line, "duration", duration, float, 1e-9)
@@ -199,11 +201,10 @@ def _fill_missing(jobs: list[JobSpec], seed: int, elastic: bool) -> list[JobSpec
         utility, priority = _utility(rng, spec.duration_s or 3600.0)
         u = rng.random()
         tier = Tier.PREMIUM if u < 0.1 else Tier.STANDARD if u < 0.7 else Tier.BASIC
-        changes: dict[str, object] = {"utility": utility, "priority": priority, "tier": tier}
-        if elastic and spec.min_workers == spec.max_workers:
-            req = spec.requested_workers
-            changes.update(min_workers=max(1, req // 2), max_workers=2 * req)
-        out.append(replace(spec, **changes))
+        lo, hi = spec.min_workers, spec.max_workers
+        if elastic and lo == hi:
+            lo, hi = max(1, spec.requested_workers // 2), 2 * spec.requested_workers
+        out.append(replace(spec, utility=utility, priority=priority, tier=tier, min_workers=lo, max_workers=hi))
     return out
 
 
