@@ -24,6 +24,7 @@ trace = load("philly", filters=Filters(limit=size))
 s = Simulator(Cluster.uniform(gpus // 8, 8), trace.jobs, make(policy), trace.perf).run().summary()
 rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"policy": policy, "jobs": s["jobs"], "wall_s": s["wall_s"], "jobs_per_s": s["jobs_per_s"],
+                  "cpu_s": s["cpu_s"], "jobs_per_cpu_s": s["jobs_per_cpu_s"],
                   "events": s["events"], "policy_calls": s["policy_calls"],
                   "latency_ms_mean": s["policy_latency_ms_mean"], "latency_ms_p99": s["policy_latency_ms_p99"],
                   "peak_rss_mb": rss_mb}))
@@ -45,10 +46,12 @@ def main() -> None:
             ).stdout.strip().splitlines()[-1]
             print(out, flush=True)
             rows.append(json.loads(out))
-    print(f"\n{'policy':9} {'jobs':>7} {'wall s':>8} {'jobs/s':>8} {'s per 10k jobs':>15} {'p99 call ms':>12} {'peak MB':>8}")
+    print(f"\n{'policy':9} {'jobs':>7} {'wall s':>7} {'jobs/s':>7} {'CPU s':>7} {'jobs/CPU-s':>10} "
+          f"{'CPU s/10k jobs':>14} {'mean/p99 call ms':>17} {'peak MB':>8}")
     for r in rows:
-        print(f"{r['policy']:9} {r['jobs']:>7} {r['wall_s']:>8.1f} {r['jobs_per_s']:>8.0f} "
-              f"{r['wall_s'] / r['jobs'] * 1e4:>15.2f} {r['latency_ms_p99']:>12.3f} {r['peak_rss_mb']:>8.0f}")
+        print(f"{r['policy']:9} {r['jobs']:>7} {r['wall_s']:>7.1f} {r['jobs_per_s']:>7.0f} {r['cpu_s']:>7.1f} "
+              f"{r['jobs_per_cpu_s']:>10.0f} {r['cpu_s'] / r['jobs'] * 1e4:>14.2f} "
+              f"{r['latency_ms_mean']:>8.3f}/{r['latency_ms_p99']:<8.3f} {r['peak_rss_mb']:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -104,6 +104,10 @@ def fill(
     plan = Plan()
     worst = len(index.running)  # running[worst:] are committed victims
     skipped = 0
+    # GPUs that free + every preemptable victim could offer the current waiting job. A failed
+    # staging measures it; since keys only get worse down the list, later jobs can never get
+    # more, so any later job needing more is skipped in O(1) (it would only stage and discard).
+    reachable = cluster_total
     for wkey, wid in index.waiting:
         spec = by_id[wid].spec
         gpw = int(spec.worker_demand.gpu)
@@ -112,7 +116,7 @@ def fill(
             plan.reject[wid] = f"needs {need} GPUs; the cluster has {cluster_total}"
             continue
         can_preempt = preempts is not None and worst > 0 and preempts(wkey, index.running[worst - 1][0])
-        if need > free_total and not can_preempt:
+        if (need > free_total and not can_preempt) or need > reachable:
             skipped += 1
             if skipped > max_skip or free_total <= 0:
                 break
@@ -130,6 +134,7 @@ def fill(
             if need <= free_total:
                 placement = place(free, spec.requested_workers, gpw, strategy)
         if placement is None:  # discard the staged victims
+            reachable = min(reachable, free_total)
             for _, rid in index.running[staged:worst]:
                 victim = by_id[rid]
                 take(free, dict(victim.allocation.workers), victim.spec.gpus_per_worker)
@@ -143,6 +148,7 @@ def fill(
         worst = staged
         take(free, placement, gpw)
         free_total -= need
+        reachable -= need
         plan.allocations[wid] = Allocation.of(placement)
     return plan
 

@@ -120,7 +120,7 @@ class Simulator:
 
     # ----------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
-        wall0 = time.perf_counter()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
         specs, n, ai = self._specs, len(self._specs), 0
         for f in self.failures:
             self._push(f.down_s, EventKind.NODE_DOWN, str(f.node))
@@ -167,6 +167,7 @@ class Simulator:
             latencies_s=self._latency,
             events=events,
             wall_s=time.perf_counter() - wall0,
+            cpu_s=time.process_time() - cpu0,
         )
 
     # -------------------------------------------------------------------------------- events

@@ -69,6 +69,7 @@ class RunResult:
     latencies_s: array[float]
     events: int
     wall_s: float
+    cpu_s: float = 0.0  # CPU time of the run: steadier than wall time on a shared machine
 
     def summary(self) -> dict[str, Any]:
         done = [r for r in self.records if r.completed]
@@ -99,5 +100,7 @@ class RunResult:
             "policy_latency_ms_p99": float(np.percentile(lat_ms, 99)),
             "events": self.events,
             "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
             "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
+            "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
         }
