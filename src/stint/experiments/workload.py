@@ -84,14 +84,23 @@ def make_job(rng: np.random.Generator, job_id: str, arrival_slot: int, cls: str,
 
 def make_workload(seed: int, jobs: int, horizon: int = 300, workers: int = 50, ps: int = 50,
                   mix: tuple[float, float, float] = DEFAULT_MIX, window: int | None = None,
-                  gamma1: tuple[float, float] = (1, 100), scale: float = 1.0) -> Workload:
-    """The Fig. 3 setup by default: H = K = 50, T = 300, the paper's job mix."""
+                  gamma1: tuple[float, float] = (1, 100), scale: float = 1.0,
+                  exact_mix: bool = False) -> Workload:
+    """The Fig. 3 setup by default: H = K = 50, T = 300, the paper's job mix.
+
+    With ``exact_mix`` the class counts are exactly ``jobs * mix`` (shuffled), as in Fig. 4.
+    """
     rng = np.random.default_rng(seed)
     cluster = make_cluster(rng, workers, ps)
     slots = arrival_slots(rng, jobs, window if window is not None else horizon)
+    if exact_mix:
+        drawn = np.repeat(np.arange(3), np.round(np.array(mix) * jobs).astype(int))[:jobs]
+        drawn = rng.permutation(np.pad(drawn, (0, jobs - len(drawn)), constant_values=1))
+    else:
+        drawn = rng.choice(3, size=jobs, p=mix)
     specs, classes = [], {}
     for i, a in enumerate(slots):
-        cls = CLASSES[int(rng.choice(3, p=mix))]
+        cls = CLASSES[int(drawn[i])]
         job_id = f"job-{i:04d}"
         specs.append(make_job(rng, job_id, int(a), cls, gamma1, scale=scale))
         classes[job_id] = cls

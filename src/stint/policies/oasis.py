@@ -20,6 +20,7 @@ import numpy as np
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.model.utility import SigmoidUtility, Utility
 from stint.perf.ps_model import PSJobSpec
 from stint.policies.base import ClusterView, Phase
 from stint.policies.oasis_bounds import BoundsEstimator, PriceBounds
@@ -83,11 +84,20 @@ def dp_job(spec: JobSpec, arrival_slot: int, end_slot: int, slot_s: float, group
         if ratio > 1:
             return f"b_i/B_i = {ratio:.3g} > 1: constraints (6)-(7) cannot both hold"
         ps_dem = np.array(spec.ps_demand.as_tuple()) / groups.ps_norm
-    first_end = (arrival_slot + 1) * slot_s - spec.arrival_s
-    utility = np.array([spec.utility(first_end + j * slot_s)
-                        for j in range(max(0, end_slot - arrival_slot))])
+    jct: FloatArray = (arrival_slot + 1) * slot_s - spec.arrival_s + slot_s * np.arange(
+        max(0, end_slot - arrival_slot), dtype=np.float64)
+    utility = utility_curve(spec.utility, jct)
     return DPJob(arrival_slot, spec.max_workers, quanta, work_ws / quanta, ratio,
                  np.array(spec.worker_demand.as_tuple()) / groups.worker_norm, ps_dem, utility)
+
+
+def utility_curve(f: Utility, jct_s: FloatArray) -> FloatArray:
+    """f at each completion time; vectorised for the paper's sigmoid (eq. in §V)."""
+    if isinstance(f, SigmoidUtility):
+        x = np.minimum(f.gamma2 * (jct_s / f.slot_s - f.gamma3), 700.0)
+        out: FloatArray = f.gamma1 / (1.0 + np.exp(x))
+        return np.where(x >= 700.0, 0.0, out)
+    return np.array([f(float(t)) for t in jct_s])
 
 
 @register("oasis")
@@ -97,7 +107,8 @@ class OASiS:
     Parameters: ``slot_s`` (slot length, = ``tick_s``); ``end_slot`` fixes the paper's last slot T
     (absolute), otherwise the horizon rolls ``horizon_slots`` ahead of each arrival; ``bounds``
     fixes U and L (else they are estimated from ``history`` and the jobs seen so far);
-    ``bound_scale`` misestimates them (Fig. 6); ``max_quanta`` caps the DP's workload units.
+    ``bound_scale`` misestimates them (Fig. 6); ``max_quanta`` caps the DP's workload units;
+    ``paper_eta`` applies (26)'s proof factor 1/(4η) to L (see ``oasis_bounds``).
     """
 
     name = "oasis"
@@ -105,7 +116,7 @@ class OASiS:
     def __init__(self, slot_s: float = 3600.0, horizon_slots: int = 300,
                  end_slot: int | None = None, bounds: PriceBounds | None = None,
                  history: Sequence[JobSpec] = (), bound_scale: float = 1.0,
-                 max_quanta: int = DEFAULT_MAX_QUANTA) -> None:
+                 max_quanta: int = DEFAULT_MAX_QUANTA, paper_eta: bool = False) -> None:
         if slot_s <= 0 or horizon_slots <= 0 or max_quanta <= 0:
             raise ValueError("oasis: slot_s, horizon_slots and max_quanta must be positive")
         self.tick_s: float | None = slot_s
@@ -116,6 +127,7 @@ class OASiS:
         self.history = tuple(history)
         self.bound_scale = bound_scale
         self.max_quanta = max_quanta
+        self.paper_eta = paper_eta
         self.groups: HostGroups | None = None
         self.worker_prices: HostPrices | None = None
         self.ps_prices: HostPrices | None = None
@@ -125,8 +137,8 @@ class OASiS:
 
     # -- Alg. 1 ---------------------------------------------------------------------------------
     def plan(self, view: ClusterView) -> Plan:
-        self._setup(view.cluster)
-        now_slot = math.ceil(view.now / self.slot_s - 1e-9)
+        self.setup(view.cluster)
+        now_slot = math.floor(view.now / self.slot_s + 1e-9)  # the slot containing ``now``
         self._release_finished(view, now_slot)
         plan = Plan()
         for st in view.jobs:
@@ -140,7 +152,11 @@ class OASiS:
         return plan
 
     def decide(self, spec: JobSpec, now_slot: int, plan: Plan) -> Schedule | None:
-        """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``."""
+        """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``.
+
+        The schedule starts at the first slot boundary at or after the arrival (a job arriving
+        mid-slot waits for the next slot).
+        """
         assert self.worker_prices is not None and self.groups is not None
         self.decided.add(spec.job_id)
         a = max(now_slot, math.ceil(spec.arrival_s / self.slot_s - 1e-9))
@@ -177,13 +193,15 @@ class OASiS:
                              {g.ps_nodes[k]: int(c) for k, c in enumerate(s.ps[j]) if c})
 
     # -- state ----------------------------------------------------------------------------------
-    def _setup(self, cluster: Cluster) -> None:
+    def setup(self, cluster: Cluster) -> None:
+        """Split the cluster into host groups and build the price books (once)."""
         if self.groups is not None:
             return
         g = self.groups = HostGroups.of(cluster)
         wcap = g.caps(cluster, g.worker_nodes, g.worker_norm)
         pcap = g.caps(cluster, g.ps_nodes, g.ps_norm)
-        self.estimator = BoundsEstimator(self.horizon, float(wcap.sum()), float(pcap.sum()), 4)
+        self.estimator = BoundsEstimator(self.horizon, float(wcap.sum()), float(pcap.sum()), 4,
+                                         self.paper_eta)
         b = self._bounds_or_default()
         self.worker_prices = HostPrices(wcap, b.low_w, b.high_w, self.horizon)
         if g.ps_nodes:

@@ -8,8 +8,13 @@ open points (docs/oasis.md):
 - (3) units: demands and capacities are normalised by the host group's mean capacity, so the sums
   over r in (26) and in the η bound add dimensionless shares of a server.
 - (4) f_i(T - a_i) is ~0 for time-critical jobs, which would send L to 0. The minimum in (26) is
-  taken over jobs whose utility at the horizon is at least ``NEGLIGIBLE`` of their best utility;
-  only if no job qualifies does it fall back to all jobs (with L floored at ``1e-12``·U).
+  taken over jobs whose utility at the horizon is at least ``NEGLIGIBLE`` of the largest utility
+  seen (L is floored at ``1e-12``·U). The factor 1/(4η) of (26) exists for the proof of Thm 4
+  (initial dual <= OPT/2); with T = 300 and 50 hosts it is ~1e-6 and leaves prices negligible
+  until hosts are ~85% booked. η is applied only with ``use_eta=True`` (paper-literal); by
+  default L is a quarter of the lowest value density f_i(T - a_i) / (W_i Σ_r w_i^r). The 1/4
+  is kept: at price L the least valuable job still pays only a quarter of its value, so it
+  remains admissible on an empty cluster.
 - (5) durations count slots inclusively: a job whose last slot is t̂ has run t̂ - a_i + 1 slots,
   so (23) evaluates f at ``ceil(E_i M_i (τ_i + 2e_i/b_i))`` slots and (26) at T - a_i slots.
 - U^r is the max over jobs with a positive demand of r (a zero demand would make it infinite).
@@ -57,8 +62,9 @@ class _Side:
         self.scale = horizon * total_cap_share  # T Σ_h Σ_r c_h^r (normalised)
         self.high = np.zeros(nres)
         self.eta = 1.0
-        self.low_kept = math.inf  # min f(T-a)/(W Σ_r w) over non-negligible jobs
-        self.low_all = math.inf
+        self.samples: list[tuple[float, float]] = []  # (f_i(T - a_i), W_i Σ_r w_i^r)
+        self.f_max = 0.0
+        self.low_kept = math.inf  # min f/size over samples with f >= NEGLIGIBLE · f_max
 
     def observe(self, f_best: float, f_end: float, work: float, demand: FloatArray) -> None:
         pos = demand > 0
@@ -67,17 +73,19 @@ class _Side:
         if size <= 0:
             return
         self.eta = max(self.eta, self.scale / size)
-        ratio = f_end / size
-        self.low_all = min(self.low_all, ratio)
-        if f_end >= NEGLIGIBLE * f_best:
-            self.low_kept = min(self.low_kept, ratio)
+        self.samples.append((f_end, size))
+        if f_best > self.f_max:  # the cut-off rose: re-scan (rare)
+            self.f_max = f_best
+            self.low_kept = min((f / w for f, w in self.samples if f >= NEGLIGIBLE * f_best),
+                                default=math.inf)
+        elif f_end >= NEGLIGIBLE * self.f_max:
+            self.low_kept = min(self.low_kept, f_end / size)
 
-    def bounds(self) -> tuple[float, FloatArray]:
+    def bounds(self, use_eta: bool) -> tuple[float, FloatArray]:
         high = np.where(self.high > 0, self.high, self.high.max(initial=1.0))
-        base = self.low_kept if math.isfinite(self.low_kept) else self.low_all
-        if not math.isfinite(base):
-            base = 0.0
-        low = max(base / (4.0 * self.eta), 1e-12 * float(high.min()))
+        kept = self.low_kept if math.isfinite(self.low_kept) else 0.0
+        base = kept / (4.0 * (self.eta if use_eta else 1.0))
+        low = max(base, 1e-12 * float(high.min()))
         return low, np.maximum(high, low)
 
 
@@ -85,8 +93,9 @@ class BoundsEstimator:
     """Observe jobs (as :class:`DPJob` over a horizon of ``horizon`` slots), read the bounds."""
 
     def __init__(self, horizon: int, worker_cap_share: float, ps_cap_share: float,
-                 nres: int) -> None:
+                 nres: int, use_eta: bool = False) -> None:
         self.horizon = horizon
+        self.use_eta = use_eta
         self._w = _Side(horizon, worker_cap_share, nres)
         self._p = _Side(horizon, ps_cap_share, nres)
         self.seen = 0
@@ -102,6 +111,6 @@ class BoundsEstimator:
         self.seen += 1
 
     def bounds(self) -> PriceBounds:
-        lw, hw = self._w.bounds()
-        lp, hp = self._p.bounds()
+        lw, hw = self._w.bounds(self.use_eta)
+        lp, hp = self._p.bounds(self.use_eta)
         return PriceBounds(lw, hw, lp, hp)

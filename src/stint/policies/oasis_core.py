@@ -16,6 +16,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _EPS = 1e-9
+_FIRST_BLOCK = 16  # slots of COST_t computed at once; doubles, so most jobs stop early
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +192,8 @@ def best_schedule(job: DPJob, wh: HostPrices, ph: HostPrices | None, end_slot: i
     For each last slot t̂ = a_i, a_i+1, ... the DP cost(t, D) = min_d COST_t(t, d) + cost(t−1, D−d)
     is extended by one slot (memoised across t̂). Only μ > best (starting at 0) is kept, so ties go
     to the earlier t̂ and a job whose best payoff is not positive gets None. The loop stops once
-    f_i(t̂) minus a lower bound on any schedule's cost cannot beat the best (exact pruning).
+    no later t̂ can beat the best (exact pruning, below), so COST_t is computed lazily, in
+    blocks of slots of doubling size.
     """
     a, D = job.arrival_slot, job.quanta
     n = min(end_slot - a, len(job.utility))
@@ -199,42 +201,60 @@ def best_schedule(job: DPJob, wh: HostPrices, ph: HostPrices | None, end_slot: i
     if n <= 0 or dmax <= 0:
         return None
     y_of_d = job.workers_for(np.arange(dmax + 1))
-    ctd = slot_costs(job, wh, ph, a, a + n, int(y_of_d[-1]))[:, y_of_d]  # (n, dmax + 1)
-    lower = D * job.quantum_ws * wh.low * float(job.worker_demand.sum())
+    unit_floor = job.quantum_ws * wh.low * float(job.worker_demand.sum())  # per unit, at price L
+    if ph is not None and job.ps_demand is not None and job.ps_ratio is not None:
+        unit_floor += job.quantum_ws * job.ps_ratio * ph.low * float(job.ps_demand.sum())
+    ramp = np.arange(D + 1) * unit_floor
     back = np.arange(D + 1)[:, None] - np.arange(dmax + 1)[None, :]  # remaining units before t
     back[back < 0] = D + 1  # points at +inf
-    best_mu, best_j, prev = 0.0, -1, np.full(D + 2, np.inf)
-    choices: list[IntArray] = []
+    best_mu, best_j = 0.0, -1
+    prev = np.full(D + 2, np.inf)  # cost(t - 1, ·), with a trailing +inf for ``back``
+    rows: list[FloatArray] = []  # cost(t, ·) per slot, for the backtrack
+    costs: list[FloatArray] = []  # COST_t(t, ·) per slot
+    ctd, block0, block = np.empty((0, dmax + 1)), 0, _FIRST_BLOCK
     for j in range(n):
-        if job.utility[j] - lower <= best_mu:
-            break
+        if j - block0 >= ctd.shape[0]:  # COST_t for the next block of slots (doubling)
+            block0, stop = j, min(n, j + block)
+            ctd = slot_costs(job, wh, ph, a + j, a + stop, int(y_of_d[-1]))[:, y_of_d]
+            block *= 2
+        cost_t = ctd[j - block0]
         if j == 0:
             row = np.full(D + 1, np.inf)
-            row[: dmax + 1] = ctd[0]
-            choice = np.minimum(np.arange(D + 1), dmax)
+            row[: dmax + 1] = cost_t
         else:
-            m = prev[back] + ctd[j][None, :]
-            choice = np.argmin(m, axis=1)
-            row = m[np.arange(D + 1), choice]
-        choices.append(choice)
+            row = (prev[back] + cost_t).min(axis=1)
+        rows.append(row)
+        costs.append(cost_t)
         prev = np.append(row, np.inf)
         mu = job.utility[j] - row[D]
         if mu > best_mu:
             best_mu, best_j = float(mu), int(j)
+        # Exact pruning: a later t̂ moves k units to slots priced at least L, so its cost is at
+        # least min_k cost(t, D - k) + k · floor; with f non-increasing it cannot beat the best.
+        if j + 1 < n and job.utility[j + 1] - float((row[::-1] + ramp).min()) <= best_mu:
+            break
     if best_j < 0:
         return None
-    return _materialise(job, wh, ph, choices, best_j, y_of_d)
+    return _materialise(job, wh, ph, _backtrack(rows, costs, best_j, D), y_of_d)
 
 
-def _materialise(job: DPJob, wh: HostPrices, ph: HostPrices | None, choices: list[IntArray],
-                 last: int, y_of_d: IntArray) -> Schedule:
-    """Backtrack the DP choices and place each slot's workers and PSs greedily."""
-    a = job.arrival_slot
+def _backtrack(rows: list[FloatArray], costs: list[FloatArray], last: int, total: int
+               ) -> IntArray:
+    """Units per slot along the DP's optimal path (ties: fewest units in the later slot)."""
     units = np.zeros(last + 1, dtype=np.int64)
-    rem = job.quanta
-    for j in range(last, -1, -1):
-        units[j] = choices[j][rem]
+    rem = total
+    for j in range(last, 0, -1):
+        d = np.arange(min(rem, len(costs[j]) - 1) + 1)
+        units[j] = int(np.argmin(costs[j][d] + rows[j - 1][rem - d]))
         rem -= int(units[j])
+    units[0] = rem
+    return units
+
+
+def _materialise(job: DPJob, wh: HostPrices, ph: HostPrices | None, units: IntArray,
+                 y_of_d: IntArray) -> Schedule:
+    """Place each slot's workers and PSs greedily, cheapest hosts first (Thm 1)."""
+    a, last = job.arrival_slot, len(units) - 1
     workers = np.zeros((last + 1, wh.cap.shape[0]), dtype=np.int64)
     ps = np.zeros((last + 1, ph.cap.shape[0] if ph is not None else 0), dtype=np.int64)
     cost = 0.0

@@ -1,0 +1,235 @@
+"""CSV, PNG and Markdown for OASiS' Figs. 3-6: our numbers (mean ± std over seeds) beside the paper's.
+
+Each figure writes ``DIR/<figure>.csv``, ``DIR/<figure>-seeds.csv`` (every run), ``DIR/<figure>.png``
+and ``DIR/<figure>.md``; ``DIR/report.md`` is rebuilt from all the ``.md`` sections present.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stint.experiments import oasis_paper as paper
+from stint.experiments.oasis_figs import Row
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def group(rows: Sequence[Row], keys: Sequence[str], value: str) -> dict[tuple[Any, ...], np.ndarray]:
+    out: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r[k] for k in keys)].append(float(r[value]))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def write_csv(path: Path, rows: Sequence[Row], columns: Sequence[str]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([r[c] for c in columns])
+
+
+def _ms(v: np.ndarray, fmt: str = "{:.0f}") -> str:
+    return f"{fmt.format(v.mean())} ± {fmt.format(v.std())}" if len(v) > 1 else fmt.format(v.mean())
+
+
+def assemble(out: Path) -> None:
+    parts = [p.read_text() for p in sorted(out.glob("oasis-fig*.md"))]
+    (out / "report.md").write_text("# OASiS evaluation: ours beside the paper's\n\n"
+                                   "Mean ± standard deviation over seeds. Paper values are read "
+                                   "off its plots (±2% of the axis).\n\n" + "\n".join(parts))
+
+
+def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
+    """Total utility vs number of jobs, per policy."""
+    g = group(rows, ("jobs", "policy"), "utility")
+    loads = sorted({k[0] for k in g})
+    policies = [p for p in paper.FIG3 if any(k[1] == p for k in g)] + sorted(
+        {k[1] for k in g} - set(paper.FIG3))
+    write_csv(out / "oasis-fig3.csv", [{"jobs": n, "policy": p, "total_utility": round(
+        g[(n, p)].mean(), 2)} for n in loads for p in policies if (n, p) in g],
+        ("jobs", "policy", "total_utility"))
+    write_csv(out / "oasis-fig3-seeds.csv", rows, ("jobs", "policy", "seed", "utility",
+                                                   "rejected", "finished"))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for p in policies:
+        m = [g[(n, p)].mean() for n in loads]
+        s = [g[(n, p)].std() for n in loads]
+        ax.errorbar(loads, m, yerr=s, marker="o", capsize=3, label=p)
+    ax.set_xlabel("number of jobs")
+    ax.set_ylabel("total utility")
+    ax.set_title(f"Fig. 3 (T = 300, H = K = 50), {len(seeds)} seeds")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "oasis-fig3.png", dpi=120)
+    plt.close(fig)
+    lines = ["## Fig. 3: total utility vs number of jobs (T = 300)", "",
+             "| jobs | " + " | ".join(f"{p} (ours / paper)" for p in policies) +
+             " | OASiS ÷ best baseline (ours / paper) |",
+             "|---" * (len(policies) + 2) + "|"]
+    for n in loads:
+        cells = [f"{_ms(g[(n, p)])} / {paper.FIG3.get(p, {}).get(n, '–')}" for p in policies]
+        base = [p for p in policies if p != "oasis" and not p.startswith("oasis-")]
+        ours = g[(n, "oasis")].mean() / max(g[(n, p)].mean() for p in base)
+        theirs = paper.FIG3["oasis"][n] / max(paper.FIG3[p][n] for p in paper.FIG3
+                                              if p != "oasis")
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {ours:.2f}× / {theirs:.2f}× |")
+    lines += ["", f"Seeds: {list(seeds)}. Per-run values: `oasis-fig3-seeds.csv`.", ""]
+    text = "\n".join(lines)
+    (out / "oasis-fig3.md").write_text(text)
+    assemble(out)
+    return text
+
+
+def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
+    """(actual - target) completion per policy and class, as box plots."""
+    g = group(rows, ("policy", "class"), "delta")
+    policies = [p for p in paper.FIG4 if (p, "critical") in g]
+    summary = []
+    for p in policies:
+        for c in ("critical", "sensitive"):
+            v = g.get((p, c), np.array([np.nan]))
+            q = np.percentile(v, [5, 25, 50, 75, 95])
+            summary.append({"policy": p, "class": c, "jobs": len(v), "p5": q[0], "q1": q[1],
+                            "median": q[2], "q3": q[3], "p95": q[4]})
+    write_csv(out / "oasis-fig4.csv", summary, ("policy", "class", "jobs", "p5", "q1", "median",
+                                                "q3", "p95"))
+    write_csv(out / "oasis-fig4-seeds.csv", rows, ("policy", "seed", "job", "class", "delta",
+                                                   "finished"))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    data = [g[(p, c)] for p in policies for c in ("critical", "sensitive") if (p, c) in g]
+    labels = [f"{p}\n{c}" for p in policies for c in ("critical", "sensitive") if (p, c) in g]
+    ax.boxplot(data, whis=(5, 95), showfliers=False)
+    ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+    ax.set_ylabel("actual − target completion (slots)")
+    ax.set_title("Fig. 4 (100 time-critical + 100 time-sensitive jobs, T = 100)")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "oasis-fig4.png", dpi=120)
+    plt.close(fig)
+    lines = ["## Fig. 4: actual − target completion, slots (T = 100)", "",
+             ("Admitted jobs only (OASiS' rejected jobs never run); jobs unfinished at T count as "
+              "finishing in the last slot. Whiskers: 5th–95th percentile."), "",
+             "| policy | class | jobs | median (ours / paper) | IQR | 5–95% |",
+             "|---|---|---|---|---|---|"]
+    for s in summary:
+        ref = paper.FIG4[s["policy"]][s["class"]]
+        lines.append(f"| {s['policy']} | {s['class']} | {s['jobs']} | {s['median']:.1f} / {ref} "
+                     f"| [{s['q1']:.1f}, {s['q3']:.1f}] | [{s['p5']:.1f}, {s['p95']:.1f}] |")
+    lines += ["", f"Seeds: {list(seeds)} (jobs pooled over seeds).", ""]
+    text = "\n".join(lines)
+    (out / "oasis-fig4.md").write_text(text)
+    assemble(out)
+    return text
+
+
+def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
+    """OPT/OASiS on 10-job instances, per gamma1 range and number of servers."""
+    key = ("gamma1", "servers", "seed")
+    oasis = {tuple(r[k] for k in key): r for r in rows if r["policy"] == "oasis"}
+    runs = []
+    for r in rows:
+        if r["policy"] != "opt":
+            continue
+        o = oasis[tuple(r[k] for k in key)]["utility"]
+        ratio = r["utility"] / o if o > 0 else (1.0 if r["utility"] == 0 else float("inf"))
+        runs.append({**{k: r[k] for k in key}, "oasis": round(o, 3), "opt": round(r["utility"], 3),
+                     "opt_bound": round(r["bound"], 3), "optimal": r["optimal"],
+                     "ratio": round(ratio, 4)})
+    g = group(runs, ("gamma1", "servers"), "ratio")
+    table = [{"gamma1": k[0], "servers": k[1], "mean_ratio": round(v.mean(), 4),
+              "max_ratio": round(v.max(), 4)} for k, v in sorted(g.items())]
+    write_csv(out / "oasis-fig5.csv", table, ("gamma1", "servers", "mean_ratio", "max_ratio"))
+    write_csv(out / "oasis-fig5-seeds.csv", runs, (*key, "oasis", "opt", "opt_bound", "optimal",
+                                                   "ratio"))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ranges = sorted({k[0] for k in g}, key=lambda s: [int(x) for x in s[1:-1].split(",")])
+    width = 0.8 / max(1, len(ranges))
+    for j, rg in enumerate(ranges):
+        xs = [n for n in _servers_of(g, rg)]
+        ax.bar(np.arange(len(xs)) + j * width, [g[(rg, n)].mean() for n in xs], width,
+               yerr=[g[(rg, n)].std() for n in xs], capsize=2, label=f"γ1 ∈ {rg}")
+    ax.set_xticks(np.arange(len(_servers_of(g, ranges[0]))) + 0.4 - width / 2,
+                  [str(n) for n in _servers_of(g, ranges[0])])
+    ax.set_xlabel("servers (worker + PS)")
+    ax.set_ylabel("OPT / OASiS")
+    ax.set_title("Fig. 5 (10 jobs, T = 10)")
+    ax.grid(True, alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "oasis-fig5.png", dpi=120)
+    plt.close(fig)
+    lines = ["## Fig. 5: OPT / OASiS (10 jobs, T = 10)", "",
+             "| γ1 range | " + " | ".join(f"{n} servers (ours / paper)" for n in _servers_of(
+                 g, ranges[0])) + " |", "|---" * (1 + len(_servers_of(g, ranges[0]))) + "|"]
+    for rg in ranges:
+        ref = paper.FIG5.get(tuple(int(x) for x in rg[1:-1].split(",")), {})  # type: ignore[call-overload]
+        cells = [f"{_ms(g[(rg, n)], '{:.2f}')} / {ref.get(n, '–')}" for n in _servers_of(g, rg)]
+        lines.append(f"| {rg} | " + " | ".join(cells) + " |")
+    n_opt = sum(r["optimal"] for r in runs)
+    worst = max((r["ratio"] for r in runs), default=float("nan"))
+    lines += ["", (f"OPT solved to optimality in {n_opt} of {len(runs)} instances (others: "
+                   f"best solution within the time limit). Worst single instance: {worst:.2f}. "
+                   f"Seeds: {list(seeds)}."), ""]
+    text = "\n".join(lines)
+    (out / "oasis-fig5.md").write_text(text)
+    assemble(out)
+    return text
+
+
+def _servers_of(g: dict[tuple[Any, ...], np.ndarray], rg: str) -> list[int]:
+    return sorted(k[1] for k in g if k[0] == rg)
+
+
+def fig6(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
+    """OASiS' total utility when U and L are misestimated by a factor."""
+    g = group(rows, ("percent", "jobs"), "utility")
+    percents = sorted({k[0] for k in g})
+    loads = sorted({k[1] for k in g})
+    write_csv(out / "oasis-fig6.csv", [{"percent": p, "jobs": n, "total_utility": round(
+        g[(p, n)].mean(), 2)} for p in percents for n in loads], ("percent", "jobs",
+                                                                  "total_utility"))
+    write_csv(out / "oasis-fig6-seeds.csv", rows, ("percent", "jobs", "seed", "utility",
+                                                   "rejected", "finished"))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for p in percents:
+        ax.errorbar(loads, [g[(p, n)].mean() for n in loads], yerr=[g[(p, n)].std() for n in loads],
+                    marker="o", capsize=3, label=f"U, L at {p}%")
+    ax.set_xlabel("number of jobs")
+    ax.set_ylabel("total utility (OASiS)")
+    ax.set_title("Fig. 6: misestimated U and L (T = 300)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "oasis-fig6.png", dpi=120)
+    plt.close(fig)
+    lines = ["## Fig. 6: OASiS with U and L estimated at a % of their actual values (T = 300)", "",
+             "| U, L at | " + " | ".join(f"{n} jobs (ours / paper)" for n in loads) + " |",
+             "|---" * (1 + len(loads)) + "|"]
+    for p in percents:
+        ref = paper.FIG6.get(p, {})
+        lines.append(f"| {p}% | " + " | ".join(f"{_ms(g[(p, n)])} / {ref.get(n, '–')}"
+                                                for n in loads) + " |")
+    lines += ["", f"Seeds: {list(seeds)}.", ""]
+    text = "\n".join(lines)
+    (out / "oasis-fig6.md").write_text(text)
+    assemble(out)
+    return text

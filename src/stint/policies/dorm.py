@@ -1,0 +1,125 @@
+"""Dorm (Sun et al., SmartComp'17), the strongest baseline of OASiS §V, as a MILP on HiGHS.
+
+Every job is admitted. At each arrival and completion, worker and PS counts of all active jobs are
+re-solved with ``scipy.optimize.milp``:
+
+- maximise utilisation: Σ_i (Y_i Σ_r w_i^r / C_w^r + Z_i Σ_r s_i^r / C_p^r);
+- capacity per resource over each host group (aggregate), 0 <= Y_i <= N_i, (6) b_i Y_i <= B_i Z_i
+  and (7) Z_i <= Y_i;
+- fairness: Y_i >= floor((1 - θ) · Y_i^DRF), the job's DRF share on the same cluster;
+- adjustment overhead: at most ``max(1, ceil(adjust · running))`` running jobs change counts
+  (binary δ_i with |Y_i - Y_i^prev| <= N_i δ_i).
+
+If the MILP is infeasible, the adjustment limit is dropped, then fairness. Placement (Dorm solves
+it jointly; we decide counts first, our deviation): jobs whose counts did not change keep their
+nodes; the others are placed round-robin, as many workers as fit up to their count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from stint.model.allocation import Allocation, Plan
+from stint.policies._ps_hosts import FreeCapacity, demand, drf_fill
+from stint.policies.base import ClusterView, JobStatus
+from stint.policies.registry import register
+
+
+@register("dorm")
+class Dorm:
+    name = "dorm"
+    tick_s: float | None = None
+
+    def __init__(self, fairness_loss: float = 0.1, adjust: float = 0.3,
+                 time_limit_s: float = 0.25, gap: float = 0.02) -> None:
+        if not 0 <= fairness_loss <= 1 or not 0 <= adjust <= 1:
+            raise ValueError("dorm: fairness_loss and adjust must be in [0, 1]")
+        self.theta = fairness_loss
+        self.adjust = adjust
+        self.time_limit_s = time_limit_s
+        self.gap = gap
+
+    def plan(self, view: ClusterView) -> Plan:
+        plan = Plan()
+        jobs = list(view.jobs)
+        if not view.changed or not jobs:
+            return plan
+        counts = self.solve_counts(view, jobs)
+        free = FreeCapacity(view.cluster)
+        allocs: dict[str, Allocation] = {}
+        for st, y in zip(jobs, counts):  # unchanged, running jobs keep their nodes
+            if st.allocation and st.allocation.num_workers == y:
+                free.take(st.spec, st.allocation)
+                allocs[st.job_id] = st.allocation
+        for st, y in zip(jobs, counts):
+            if st.job_id not in allocs:
+                placed = free.place(st.spec, int(y), partial=True)
+                assert placed is not None
+                allocs[st.job_id] = placed
+        for st in jobs:
+            if allocs[st.job_id] != st.allocation:
+                plan.allocations[st.job_id] = allocs[st.job_id]
+        return plan
+
+    def solve_counts(self, view: ClusterView, jobs: list[JobStatus]) -> np.ndarray:
+        """Worker counts Y_i from the MILP (with the relaxations above if infeasible)."""
+        free = FreeCapacity(view.cluster)
+        cw, cp = free.totals(False), free.totals(True)
+        fair = drf_fill([st.spec for st in jobs], free)
+        floor_y = np.array([math.floor((1 - self.theta) * fair[st.job_id].num_workers)
+                            for st in jobs])
+        for fairness, adjustment in ((True, True), (True, False), (False, False)):
+            y = self._milp(jobs, cw, cp, floor_y if fairness else None, adjustment)
+            if y is not None:
+                return y
+        return np.zeros(len(jobs), dtype=np.int64)
+
+    def _milp(self, jobs: list[JobStatus], cw: np.ndarray, cp: np.ndarray,
+              floor_y: np.ndarray | None, adjustment: bool) -> np.ndarray | None:
+        n = len(jobs)
+        w = np.array([demand(st.spec) for st in jobs])  # (n, 4)
+        s = np.array([demand(st.spec, True) for st in jobs])
+        nmax = np.array([st.spec.max_workers for st in jobs], dtype=float)
+        util_w = (w / np.where(cw > 0, cw, 1)).sum(axis=1)
+        util_p = (s / np.where(cp > 0, cp, 1)).sum(axis=1)
+        c = -np.concatenate([util_w, util_p, np.zeros(n)])  # variables [Y, Z, δ]
+        rows, lo, hi = [], [], []
+
+        def row(coefs: dict[int, float], lb: float, ub: float) -> None:
+            r = np.zeros(3 * n)
+            for k, v in coefs.items():
+                r[k] = v
+            rows.append(r)
+            lo.append(lb)
+            hi.append(ub)
+
+        for r in range(4):  # aggregate capacity, constraints (4)/(5)
+            row({i: w[i, r] for i in range(n)}, -np.inf, cw[r])
+            row({n + i: s[i, r] for i in range(n)}, -np.inf, cp[r])
+        for i, st in enumerate(jobs):
+            if st.spec.ps_demand is not None:
+                row({i: st.spec.worker_demand.net_gbps, n + i: -st.spec.ps_demand.net_gbps},
+                    -np.inf, 0.0)  # (6)
+            row({n + i: 1.0, i: -1.0}, -np.inf, 0.0)  # (7)
+        running = [i for i, st in enumerate(jobs) if st.allocation]
+        if adjustment and running:
+            for i in running:
+                prev = jobs[i].allocation.num_workers
+                row({i: 1.0, 2 * n + i: -nmax[i]}, -np.inf, prev)
+                row({i: -1.0, 2 * n + i: -nmax[i]}, -np.inf, -prev)
+            row({2 * n + i: 1.0 for i in running}, -np.inf,
+                max(1, math.ceil(self.adjust * len(running))))
+        lb = np.zeros(3 * n)
+        if floor_y is not None:
+            lb[:n] = floor_y
+        ub = np.concatenate([nmax, nmax, np.ones(n)])
+        res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi),
+                   integrality=np.ones(3 * n), bounds=Bounds(lb, ub),
+                   options={"time_limit": self.time_limit_s, "mip_rel_gap": self.gap})
+        if res.x is None:
+            return None
+        counts: np.ndarray = np.round(res.x[:n]).astype(np.int64)
+        return counts

@@ -1,0 +1,30 @@
+"""The paper's DRF baseline (OASiS §V) for parameter-server jobs on separate worker/PS hosts.
+
+Every job is admitted. At each arrival and completion the worker counts of all active jobs are
+recomputed from scratch by DRF progressive filling over dominant shares (one worker plus its
+b_i/B_i share of a PS, against the worker-host and PS-host totals), up to N_i per job, with
+tasks placed round-robin. Between events allocations stay as they are.
+"""
+
+from __future__ import annotations
+
+from stint.model.allocation import Plan
+from stint.policies._ps_hosts import FreeCapacity, drf_fill
+from stint.policies.base import ClusterView
+from stint.policies.registry import register
+
+
+@register("drf-ps")
+class DrfPS:
+    name = "drf-ps"
+    tick_s: float | None = None
+
+    def plan(self, view: ClusterView) -> Plan:
+        plan = Plan()
+        if not view.changed:
+            return plan
+        allocs = drf_fill([st.spec for st in view.jobs], FreeCapacity(view.cluster))
+        for st in view.jobs:
+            if allocs[st.job_id] != st.allocation:
+                plan.allocations[st.job_id] = allocs[st.job_id]
+        return plan

@@ -1,0 +1,182 @@
+"""OASiS behind the common interface, on the slot evaluator; the paper's baselines."""
+
+import pytest
+
+from stint.experiments.slot_eval import check_capacity, evaluate
+from stint.model import Cluster, JobSpec, Node, Resources, SigmoidUtility
+from stint.model.allocation import Allocation
+from stint.perf.ps_model import ps_job
+from stint.policies import make
+from stint.policies.base import ClusterView, JobStatus
+from stint.policies.oasis import OASiS
+
+BASELINES = ("fifo-fixed", "drf-ps", "rrh", "dorm")
+
+
+class RecordingOASiS(OASiS):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.log = {}
+
+    def decide(self, spec, now_slot, plan):
+        sched = super().decide(spec, now_slot, plan)
+        if sched is not None:
+            self.log[spec.job_id] = sched
+        return sched
+
+
+def test_oasis_plans_are_enacted_exactly(small_workload):
+    wl = small_workload
+    pol = RecordingOASiS(slot_s=wl.slot_s, end_slot=wl.horizon, history=wl.jobs)
+    res = evaluate(pol, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)  # checks capacity every slot
+    admitted = [o for o in res.outcomes.values() if not o.rejected]
+    assert admitted and len(admitted) < len(wl.jobs)  # contended: some admitted, some rejected
+    assert set(pol.log) == {o.job_id for o in admitted}
+    for o in admitted:
+        sched = pol.log[o.job_id]
+        # an admitted job completes by its committed last slot and earns at least what OASiS
+        # planned for (f is non-increasing)
+        assert o.finish_slot is not None and o.finish_slot <= sched.last_slot
+        assert o.utility >= sched.utility - 1e-9
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_baselines_respect_capacity_and_n_limit(name, small_workload):
+    wl = small_workload
+    kw = {"slot_s": wl.slot_s} if name == "rrh" else {}
+    res = evaluate(make(name, **kw), wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
+    assert res.total_utility >= 0
+    assert any(o.finish_slot is not None for o in res.outcomes.values())
+
+
+def _cluster(workers=2, ps=1):
+    cap_w = Resources(gpu=4, cpu=16, mem_gb=64, net_gbps=20)
+    cap_p = Resources(cpu=16, mem_gb=64, net_gbps=40)
+    nodes = [Node(f"w{i}", cap_w, "worker") for i in range(workers)]
+    nodes += [Node(f"p{i}", cap_p, "ps") for i in range(ps)]
+    return Cluster(tuple(nodes))
+
+
+def _job(job_id, arrival_slot=0, gamma1=50.0, gamma2=0.0, chunks=4, epochs=4, req=2):
+    return ps_job(job_id, arrival_slot * 3600.0, chunks=chunks, minibatches=10, epochs=epochs,
+                  tau_s=30.0, grad_mb=100.0,
+                  worker_demand=Resources(gpu=1, cpu=2, mem_gb=8, net_gbps=2),
+                  ps_demand=Resources(cpu=2, mem_gb=8, net_gbps=8),
+                  utility=SigmoidUtility(gamma1, gamma2, 3.0), requested_workers=req)
+
+
+def _view(cluster, jobs, now=0.0, changed=None):
+    sts = [JobStatus(j) for j in jobs]
+    return ClusterView(now, cluster, sts, cluster.gpu_capacities(), None,
+                       tuple(changed if changed is not None else [j.job_id for j in jobs]))
+
+
+def test_oasis_admits_with_future_steps_and_rejects_worthless_job():
+    c = _cluster()
+    good, worthless = _job("good"), _job("zero", gamma1=1e-9)
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    plan = pol.plan(_view(c, [good, worthless]))
+    assert "zero" in plan.reject and "μ" in plan.reject["zero"]
+    assert "good" in plan.allocations and plan.allocations["good"].num_workers > 0
+    # the schedule ends with an EMPTY step after the job's last slot
+    steps = plan.future.get("good", ())
+    _, sched = pol.committed["good"]
+    assert not steps or steps[-1] == ((sched.last_slot + 1) * 3600.0, Allocation())
+    # PSs on PS hosts only, workers on worker hosts only
+    a = plan.allocations["good"]
+    assert all(c.nodes[n].role == "worker" for n, _ in a.workers)
+    assert all(c.nodes[n].role == "ps" for n, _ in a.ps)
+
+
+def test_mid_slot_arrival_is_planned_from_the_next_slot():
+    c = _cluster()
+    j = _job("late")
+    j = ps_job("late", 1800.0, chunks=4, minibatches=10, epochs=4, tau_s=30.0, grad_mb=100.0,
+               worker_demand=j.worker_demand, ps_demand=j.ps_demand, utility=j.utility)
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    plan = pol.plan(_view(c, [j], now=1800.0))
+    assert "late" not in plan.allocations  # nothing this (already started) slot
+    assert pol.committed["late"][1].start_slot == 1
+    assert plan.future["late"][0][0] == 3600.0
+
+
+def test_plain_jobspec_without_ps_is_scheduled_in_worker_slots():
+    c = _cluster()
+    spec = JobSpec("plain", 0.0, 3 * 3600.0, requested_workers=1, max_workers=2,
+                   worker_demand=Resources(gpu=1), utility=SigmoidUtility(10.0, 0.0, 2.0))
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    plan = pol.plan(_view(c, [spec]))
+    _, sched = pol.committed["plain"]
+    assert sched.workers.sum() == 3 and sched.ps.size == 0 or sched.ps.sum() == 0
+    assert plan.allocations["plain"].num_ps == 0
+
+
+def test_ps_job_on_cluster_without_ps_hosts_is_rejected_with_reason():
+    c = _cluster(ps=0)
+    plan = OASiS(slot_s=3600.0, end_slot=10).plan(_view(c, [_job("j")]))
+    assert "no node with role 'ps'" in plan.reject["j"]
+
+
+def test_finished_job_releases_its_remaining_reservation():
+    c = _cluster()
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    pol.plan(_view(c, [_job("a", epochs=16)]))
+    before = pol.worker_prices.load.sum()
+    assert before > 0
+    pol.plan(_view(c, [], now=3600.0))  # "a" is gone: finished early
+    assert pol.worker_prices.load[1:].sum() == pytest.approx(0.0)
+    assert "a" not in pol.committed
+
+
+def test_fifo_fixed_blocks_behind_the_head():
+    c = _cluster(workers=1)
+    big, small = _job("big", req=4, chunks=4), _job("small", req=1)
+    running = JobStatus(_job("run", req=2))
+    running.allocation = Allocation.of({0: 2}, {1: 1})
+    sts = [running, JobStatus(big), JobStatus(small)]
+    plan = make("fifo-fixed").plan(ClusterView(0.0, c, sts, [2, 0], None, ("big", "small")))
+    assert plan.allocations == {}  # big (4 GPUs) waits for run's 2; small may not pass it
+
+
+def test_drf_ps_equalises_identical_jobs_and_respects_n():
+    c = _cluster(workers=2)
+    jobs = [_job("a", chunks=8), _job("b", chunks=8)]
+    plan = make("drf-ps").plan(_view(c, jobs))
+    na, nb = plan.allocations["a"].num_workers, plan.allocations["b"].num_workers
+    assert abs(na - nb) <= 1 and na + nb == 8  # 8 GPUs in all, shared evenly
+
+
+def test_rrh_rejects_job_with_no_expected_yield():
+    c = _cluster()
+    plan = make("rrh", slot_s=3600.0).plan(_view(c, [_job("z", gamma1=1e-6), _job("g")]))
+    assert "z" in plan.reject and "g" not in plan.reject
+
+
+def test_dorm_keeps_fairness_floor_and_limits_adjustments():
+    c = _cluster(workers=2)
+    jobs = [_job(f"j{i}", chunks=8) for i in range(4)]
+    dorm = make("dorm", fairness_loss=0.0)
+    view = _view(c, jobs)
+    counts = dorm.solve_counts(view, list(view.jobs))
+    assert counts.sum() == 8 and counts.min() >= 2  # DRF gives 2 GPUs each; θ = 0 keeps them
+
+
+def test_unknown_parameters_fail_clearly():
+    with pytest.raises(ValueError, match="slot_s"):
+        OASiS(slot_s=0)
+    with pytest.raises(ValueError, match="fairness_loss"):
+        make("dorm", fairness_loss=2.0)
+    with pytest.raises(ValueError, match="b_i"):
+        ps_job("x", 0.0, chunks=1, minibatches=1, epochs=1, tau_s=1.0, grad_mb=1.0,
+               worker_demand=Resources(net_gbps=10), ps_demand=Resources(net_gbps=5))
+
+
+def test_check_capacity_names_node_and_job():
+    c = _cluster(workers=1)
+    st = JobStatus(_job("x", chunks=8))
+    st.allocation = Allocation.of({0: 5}, {1: 2})  # 5 GPUs on a 4-GPU node
+    with pytest.raises(Exception, match="node w0 resource 0"):
+        check_capacity(c, {"x": st}, "test")
+    st.allocation = Allocation.of({0: 9})
+    with pytest.raises(Exception, match="job x has 9 workers > N_i = 8"):
+        check_capacity(c, {"x": st}, "test")
