@@ -51,6 +51,7 @@ class ServeProc:
         cmd = [STINT, "serve", "--data-dir", str(self.data_dir), "--db", self.db_url,
                "--port", str(self.port), "--nodes", "2", "--gpus-per-node", "2",
                "--tick", "0.1", "--grace", "10", *self.extra]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         log = (self.data_dir.parent / "serve.log").open("ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         wait_for(self._healthy, 60, "stint serve to answer")

@@ -17,23 +17,24 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
 from stint.model.allocation import EMPTY, Allocation
 from stint.policies.base import ClusterView, Policy
 from stint.reconcile import Action, ActionKind, classify, reconcile
+from stint.runtime.cache import JobCache
 from stint.runtime.executor.base import Executor, ExecutorError, JobExit, Outcome, WorkerLaunch
 from stint.runtime.placement import assign_slots, fits, give, pack, take
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, dump_alloc, load_alloc, record_transition
-from stint.runtime.tables import Job, User
-from stint.runtime.view import LinearScaling, cluster_of, held_slots, status_of
+from stint.runtime.tables import Job
+from stint.runtime.view import LinearScaling, cluster_of, held_slots
 
 log = logging.getLogger(__name__)
 S = JobState
@@ -64,6 +65,17 @@ class StepReport:
     launched: list[int] = field(default_factory=list)
     stopped: list[int] = field(default_factory=list)
     plan_s: float = 0.0  # time spent in policy.plan (a product figure, see DESIGN "Time")
+    skipped: bool = False  # nothing could have changed: no exit, submission or request
+
+
+class _Recorder:
+    """Collects the transition rows a step writes (``record_transition`` calls ``add``)."""
+
+    def __init__(self) -> None:
+        self.items: list[object] = []
+
+    def add(self, item: object) -> None:
+        self.items.append(item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,28 +94,64 @@ class Controller:
         self.cluster = cluster_of(nodes)
         self.capacity = self.cluster.gpu_capacities()
         self.perf = LinearScaling()
-        self._last_active: set[str] = set()
+        self.cache = JobCache()
         self._unapplied: list[JobExit] = []
+        self._dirty = True  # the last step changed something: step again even if no news
+        self._last_marker: tuple[int, int] = (-1, -1)
+        self._last_plan_at = float("-inf")
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
+        """One iteration. Decides on a lock-free snapshot, then writes every change (the intents)
+        in one short transaction, then enacts them. Skips the work when nothing can have changed."""
         report = StepReport()
         # Exits are reported once; keep them until the transaction that applies them commits.
         exits = self._unapplied = self._unapplied + self.executor.poll()
         report.exits = len(exits)
+        with self.store.read() as r:
+            marker = self.cache.marker(r)
+            quiet = not exits and not self._dirty and marker == self._last_marker
+            if quiet and not self._tick_due(now):
+                report.skipped = True
+                return report
+            changed = self.cache.refresh(r, now)
+        jobs = self.cache.rows
+        rec = _Recorder()
         effects: list[Effect] = []
-        with self.store.session() as s:
-            jobs = self._active(s)
+        try:
             for e in exits:
-                self._apply_exit(s, jobs, e, now)
-            self._apply_requests(s, jobs, now, effects)
-            free = self._free(jobs)
-            held = [held_slots(j) for j in jobs.values() if j.state in HOLDING]
-            self._apply_targets_and_pins(s, jobs, free, held, now, effects)
-            self._apply_policy(s, jobs, free, held, now, effects, report)
+                self._apply_exit(rec, jobs, e, now)
+            special = self.cache.special()  # the policy alone looks at plain queued jobs
+            self._apply_requests(rec, special, now, effects)
+            free = self._free(special)
+            held = [held_slots(j) for j in special if j.state in HOLDING]
+            self._apply_targets_and_pins(rec, special, free, held, now, effects)
+            self._apply_policy(rec, jobs, changed, free, held, now, effects, report)
+            self._commit(rec)
+        except Exception:
+            self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
+            raise
         self._unapplied = []
+        self._last_marker, self._last_plan_at = marker, now
+        self._dirty = bool(rec.items or effects)
         self._enact(effects, now, report)
         return report
+
+    def _commit(self, rec: _Recorder) -> None:
+        """Write the columns the step changed (only those: the API may have set request columns
+        meanwhile) and the transitions, in one transaction."""
+        changed = self.cache.modified()
+        if not changed and not rec.items:
+            return
+        with self.store.session() as w:
+            for job in changed:
+                values = {a.key: a.value for a in inspect(job).attrs if a.history.has_changes()}
+                w.execute(update(Job).where(Job.id == job.id).values(**values))
+            w.add_all(rec.items)
+
+    def _tick_due(self, now: float) -> bool:
+        tick = getattr(self.policy, "tick_s", None)
+        return tick is not None and now - self._last_plan_at >= tick
 
     def recover(self, now: float) -> None:
         """After a restart: re-adopt live attempts, apply exits missed while down, redo intents."""
@@ -123,6 +171,8 @@ class Controller:
                 if job is None or job.attempt != attempt or job.state not in HOLDING:
                     self.executor.kill(jid)  # an orphan: its job ended or moved on
         self._unapplied = []
+        self.cache.invalidate()
+        self._dirty = True
         self._enact(effects, now, StepReport())
 
     def _recover_job(self, s: Session, jobs: dict[int, Job], job: Job, alive: dict[str, int],
@@ -189,9 +239,9 @@ class Controller:
         job.slots = "{}"
 
     # -- 2. operator requests --------------------------------------------------------------
-    def _apply_requests(self, s: Session, jobs: dict[int, Job], now: float,
+    def _apply_requests(self, s: Session, jobs: list[Job], now: float,
                         effects: list[Effect]) -> None:
-        for job in list(jobs.values()):
+        for job in jobs:
             if job.cancel_requested and job.stop_purpose != "cancel":
                 if job.state in HOLDING:
                     self._stop(s, job, "cancel", now, effects, reason="cancel requested")
@@ -216,10 +266,10 @@ class Controller:
         effects.append(Stop(job.id, kill=purpose == "cancel"))
 
     # -- 3. targets and pins ---------------------------------------------------------------
-    def _apply_targets_and_pins(self, s: Session, jobs: dict[int, Job], free: list[int],
+    def _apply_targets_and_pins(self, s: Session, jobs: list[Job], free: list[int],
                                 held: list[dict[int, list[int]]], now: float,
                                 effects: list[Effect]) -> None:
-        for job in jobs.values():
+        for job in jobs:
             if job.state == S.PREEMPTED and job.target:
                 target = load_alloc(job.target)
                 job.target = None
@@ -259,26 +309,26 @@ class Controller:
         return pack(count, avail, prefer=last.nodes)
 
     # -- 4. the policy ---------------------------------------------------------------------
-    def _apply_policy(self, s: Session, jobs: dict[int, Job], free: list[int],
-                      held: list[dict[int, list[int]]], now: float, effects: list[Effect],
-                      report: StepReport) -> None:
-        users = {uid: name for uid, name in s.execute(select(User.id, User.name))}
-        statuses = [status_of(j, users.get(j.user_id, "?")) for j in jobs.values()
-                    if _policy_sees(j)]
-        active = {st.job_id for st in statuses}
-        changed = tuple(sorted(active ^ self._last_active))
-        self._last_active = active
-        view = ClusterView(now, self.cluster, statuses, tuple(free), self.perf, changed)
+    def _apply_policy(self, s: Session, jobs: dict[int, Job], changed_ids: set[int],
+                      free: list[int], held: list[dict[int, list[int]]], now: float,
+                      effects: list[Effect], report: StepReport) -> None:
+        # ``changed`` is complete (new, reloaded and just-modified rows), so incremental policies
+        # may keep their index between calls of the same stream.
+        changed = {str(i) for i in changed_ids} | self.cache.touched()
+        plain = self.cache.is_plain
+        statuses = [self.cache.status(i, j) for i, j in jobs.items() if plain(i) or _policy_sees(j)]
+        known = {st.job_id: st for st in statuses}
+        view = ClusterView(now, self.cluster, statuses, tuple(free), self.perf,
+                           tuple(sorted(changed)), by_id=known, stream=self.cache.stream)
         t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
         plan = self.policy.plan(view)
         report.plan_s = time.perf_counter() - t0
-        known = {st.job_id: st for st in statuses}
         for jid in [j for j in plan.allocations if j not in known]:
             log.warning("policy %s planned unknown or pinned job %s; ignored", self.policy.name, jid)
             del plan.allocations[jid]
         plan.reject = {j: r for j, r in plan.reject.items() if j in known}
-        current = {jid: st.allocation for jid, st in known.items()}
-        has_run = {jid: jobs[int(jid)].attempt > 0 for jid in known}
+        current = _Lookup(lambda jid: known[jid].allocation)
+        has_run = _Lookup(lambda jid: jobs[int(jid)].attempt > 0)
         for action in reconcile(plan, current, has_run):
             self._apply_action(s, jobs[int(action.job_id)], action, free, held, now, effects,
                                report)
@@ -384,12 +434,28 @@ class Controller:
         q = select(Job).where(Job.state.not_in([str(t) for t in TERMINAL])).order_by(Job.id)
         return {j.id: j for j in s.scalars(q)}
 
-    def _free(self, jobs: dict[int, Job]) -> list[int]:
+    def _free(self, jobs: list[Job]) -> list[int]:
         free = list(self.capacity)
-        for job in jobs.values():
+        for job in jobs:
             if job.state in HOLDING:
                 take(free, load_alloc(job.allocation))
         return free
+
+
+class _Lookup(Mapping[str, Any]):
+    """A read-only mapping computed on access: reconcile reads only the jobs a plan names."""
+
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        self._fn = fn
+
+    def __getitem__(self, key: str) -> Any:
+        return self._fn(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("not iterable")
+
+    def __len__(self) -> int:
+        raise TypeError("not sized")
 
 
 def _policy_sees(job: Job) -> bool:

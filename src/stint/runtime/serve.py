@@ -62,11 +62,14 @@ class ControlLoop(threading.Thread):
     def run(self) -> None:
         self.controller.recover(time.time())
         while not self.stopping.is_set():
+            started = time.monotonic()
             try:
                 self.controller.step(time.time())
             except Exception:  # a bad step must not stop the control plane; the next one retries
                 log.exception("controller step failed")
-            self.stopping.wait(self.tick_s)
+            # Rest at least as long as the step took: the loop never takes over half of a core
+            # (and of the GIL) from the API, however large the queue grows.
+            self.stopping.wait(max(self.tick_s, time.monotonic() - started))
 
 
 def serve(opts: ServeOptions) -> None:

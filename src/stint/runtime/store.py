@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, func, select, update
+from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
@@ -52,10 +52,12 @@ def make_engine(url: str) -> Engine:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _begin_immediate(conn: Any) -> None:
-        # Take the write lock up front: a deferred transaction that later writes can fail with
-        # SQLITE_BUSY without waiting when the API and the controller write at the same time.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(conn: Any) -> None:
+        # Writers take the write lock up front: a deferred transaction that later writes can fail
+        # with SQLITE_BUSY without waiting when the API and the controller write at once. Readers
+        # (Store.read) take no lock at all in WAL mode.
+        read_only = conn.get_execution_options().get("stint_read_only")
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
@@ -116,6 +118,8 @@ class Store:
         self.url = normalize_url(url)
         self.engine = make_engine(self.url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._reader = self.engine.execution_options(stint_read_only=True)
+        self._readers = sessionmaker(self._reader, expire_on_commit=False)
 
     def migrate(self) -> None:
         migrate(self.engine)
@@ -127,6 +131,12 @@ class Store:
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error."""
         with self._sessions() as s, s.begin():
+            yield s
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only snapshot (never takes SQLite's write lock); rolled back at the end."""
+        with self._readers() as s:  # begins on first use; close() rolls back
             yield s
 
     # -- users and tokens ------------------------------------------------------------------
@@ -162,12 +172,10 @@ class Store:
         return token
 
     def caller_for_token(self, token: str) -> Caller | None:
-        with self.session() as s:
-            row = s.execute(
-                select(User.id, User.name, User.is_admin)
-                .join(Token, Token.user_id == User.id)
-                .where(Token.token_hash == hash_token(token))
-            ).first()
+        q = (select(User.id, User.name, User.is_admin).join(Token, Token.user_id == User.id)
+             .where(Token.token_hash == hash_token(token)))
+        with self._reader.connect() as conn:  # Core, no ORM session: every request calls this
+            row = conn.execute(q).first()
         return Caller(row.id, row.name, row.is_admin) if row else None
 
     # -- nodes -----------------------------------------------------------------------------
@@ -185,43 +193,30 @@ class Store:
                 s.delete(row)
 
     def nodes(self) -> list[NodeRow]:
-        with self.session() as s:
+        with self.read() as s:
             return list(s.scalars(select(NodeRow).order_by(NodeRow.position)))
 
     # -- jobs ------------------------------------------------------------------------------
     def add_job(self, spec: NewJob, caller: Caller, now: float) -> Job:
-        job = Job(
-            user_id=caller.user_id,
-            name=spec.name,
-            command=json.dumps(spec.command),
-            gpus=spec.gpus,
-            min_gpus=spec.min_gpus,
-            max_gpus=spec.max_gpus,
-            tier=spec.tier,
-            priority=spec.priority,
-            deadline_s=spec.deadline_s,
-            submitted_at=now,
-            state=JobState.QUEUED,
-            reason="submitted",
-            attempt=0,
-            allocation="[]",
-            failures=0,
-            preemptions=0,
-            last_change_at=now,
-            attained_gpu_s=0.0,
-            cancel_requested=False,
-            preempt_requested=False,
-        )
-        with self.session() as s:
-            s.add(job)
-            s.flush()
-            s.add(Transition(job_id=job.id, src="", dst=JobState.QUEUED, at=now, attempt=0,
-                             reason=f"submitted by {caller.name}"))
-        return job
+        """Insert a queued job and its first transition (Core statements: the API's hot path)."""
+        values: dict[str, Any] = {
+            "user_id": caller.user_id, "name": spec.name, "command": json.dumps(spec.command),
+            "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
+            "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
+            "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
+            "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
+            "cancel_requested": False, "preempt_requested": False,
+        }
+        with self.engine.begin() as conn:
+            job_id = conn.execute(insert(Job).values(**values).returning(Job.id)).scalar_one()
+            conn.execute(insert(Transition).values(
+                job_id=job_id, src="", dst=str(JobState.QUEUED), at=now, attempt=0,
+                reason=f"submitted by {caller.name}"))
+        return Job(id=job_id, **values)
 
     def get_job(self, job_id: int, caller: Caller | None = None) -> Job | None:
         """The job, or None if it does not exist or ``caller`` may not see it."""
-        with self.session() as s:
+        with self.read() as s:
             job = s.get(Job, job_id)
         if job is None or (caller and not caller.is_admin and job.user_id != caller.user_id):
             return None
@@ -235,15 +230,15 @@ class Store:
             q = q.where(Job.user_id == caller.user_id)
         if states:
             q = q.where(Job.state.in_(list(states)))
-        with self.session() as s:
+        with self.read() as s:
             return list(s.scalars(q))
 
     def user_names(self) -> dict[int, str]:
-        with self.session() as s:
+        with self.read() as s:
             return {uid: name for uid, name in s.execute(select(User.id, User.name))}
 
     def transitions(self, job_id: int) -> list[Transition]:
-        with self.session() as s:
+        with self.read() as s:
             q = select(Transition).where(Transition.job_id == job_id).order_by(Transition.id)
             return list(s.scalars(q))
 
@@ -256,7 +251,7 @@ class Store:
             s.add(Override(job_id=job_id, kind=kind, value=value, user_id=caller.user_id, at=now))
 
     def count_jobs(self) -> int:
-        with self.session() as s:
+        with self.read() as s:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
 
 

@@ -1,0 +1,136 @@
+"""The controller's cache of active job rows and of the policy's view of them.
+
+The controller is the only writer of lifecycle columns, so between steps a row can change behind
+its back only by an operator request (which also writes an ``overrides`` row) -- or be new. Each
+step therefore loads only new jobs, jobs with new requests, and the jobs the previous step
+changed, and rebuilds only their ``JobStatus``: a step over 10,000 queued jobs costs O(changes).
+Every ``resync_s`` (and after a restart) it reloads everything, which also catches a PostgreSQL
+insert that committed after one with a larger id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import instance_state
+
+from stint.policies.base import JobStatus
+from stint.runtime.states import TERMINAL
+from stint.runtime.tables import Job, Override, User
+from stint.runtime.view import status_of
+
+_TERMINAL = [str(t) for t in TERMINAL]
+_CHUNK = 500  # ids per IN (...) query: far below SQLite's parameter limit
+
+
+class JobCache:
+    def __init__(self, resync_s: float = 10.0) -> None:
+        self.resync_s = resync_s
+        self.rows: dict[int, Job] = {}  # active jobs, in id (arrival) order
+        self.statuses: dict[str, JobStatus] = {}
+        self.users: dict[int, str] = {}
+        self.stream = 0  # bumped on every full reload (tells incremental policies to rebuild)
+        self._max_job = 0
+        self._max_override = 0
+        self._synced_at = float("-inf")
+        self._stale: set[int] = set()
+        self._plain: set[int] = set()  # queued or preempted, no request, pin or target
+
+    def invalidate(self) -> None:
+        """Reload everything at the next refresh (after a restart or a failed step)."""
+        self._synced_at = float("-inf")
+
+    def marker(self, r: Session) -> tuple[int, int]:
+        """Changes when a job is submitted or an operator request is recorded."""
+        return (r.scalar(select(func.max(Job.id))) or 0,
+                r.scalar(select(func.max(Override.id))) or 0)
+
+    def refresh(self, r: Session, now: float) -> set[int]:
+        """Bring the rows up to date inside read session ``r``; return the ids that changed."""
+        marker = self.marker(r)
+        self.users = {uid: name for uid, name in r.execute(select(User.id, User.name))}
+        if now - self._synced_at >= self.resync_s:
+            changed = set(self.rows)
+            q = select(Job).where(Job.state.not_in(_TERMINAL)).order_by(Job.id)
+            self.rows = {j.id: j for j in r.scalars(q)}
+            self.statuses.clear()
+            self.stream += 1
+            self._synced_at = now
+            changed |= set(self.rows)
+        else:
+            requested = set(r.scalars(select(Override.job_id).where(Override.id > self._max_override)))
+            reload = self._stale | requested
+            new = list(r.scalars(select(Job).where(Job.id > self._max_job, Job.state.not_in(_TERMINAL))
+                                 .order_by(Job.id)))
+            fresh = [j for chunk in _chunks(sorted(reload)) for j in
+                     r.scalars(select(Job).where(Job.id.in_(chunk)))]
+            out_of_order = any(j.id < self._max_job for j in new)
+            out_of_order |= any(j.id not in self.rows for j in fresh if j.state not in TERMINAL)
+            for job in fresh:
+                if job.state in TERMINAL:
+                    self.rows.pop(job.id, None)
+                else:
+                    self.rows[job.id] = job
+            for jid in reload - {j.id for j in fresh}:
+                self.rows.pop(jid, None)
+            self.rows.update((j.id, j) for j in new)
+            if out_of_order:  # keep arrival order (a late PostgreSQL commit, a re-found row)
+                self.rows = dict(sorted(self.rows.items()))
+            changed = reload | {j.id for j in new}
+        self._max_job, self._max_override = marker
+        self._stale = set()
+        r.expunge_all()  # decide on detached rows: nothing is written until the step commits
+        for jid in changed:
+            self.statuses.pop(str(jid), None)
+            job = self.rows.get(jid)
+            if job is not None and _plain(job):
+                self._plain.add(jid)
+            else:
+                self._plain.discard(jid)
+        return changed
+
+    def special(self) -> list[Job]:
+        """Rows the step must look at besides the policy: holding GPUs, in a transient state, or
+        with a request, pin or target. Plain queued rows are left to the policy."""
+        return [self.rows[i] for i in sorted(self.rows.keys() - self._plain)]
+
+    def is_plain(self, job_id: int) -> bool:
+        return job_id in self._plain
+
+    def status(self, job_id: int, job: Job) -> JobStatus:
+        key = str(job_id)
+        st = self.statuses.get(key)
+        if st is None:
+            st = self.statuses[key] = status_of(job, self.users.get(job.user_id, "?"))
+        return st
+
+    def touched(self) -> set[str]:
+        """Ids of rows changed so far in this step; their cached statuses are dropped."""
+        ids = {str(j.id) for j in self.rows.values() if instance_state(j).modified}
+        for key in ids:
+            self.statuses.pop(key, None)
+        return ids
+
+    def modified(self) -> list[Job]:
+        """Rows the current step changed; they are reloaded at the next refresh."""
+        out = [j for j in self.rows.values() if instance_state(j).modified]
+        self._stale.update(j.id for j in out)
+        return out
+
+    def forget_changes(self, jobs: Iterable[Job]) -> None:
+        """The step failed before committing: reload these rows instead of trusting them."""
+        self._stale.update(j.id for j in jobs)
+
+
+def _plain(job: Job) -> bool:
+    if job.state not in ("queued", "preempted") or job.target:
+        return False
+    return not (job.cancel_requested or job.preempt_requested or job.pin_workers is not None
+                or job.pin_node is not None)
+
+
+def _chunks(ids: list[int]) -> Iterable[list[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
