@@ -33,7 +33,7 @@ def test_fuzzed_requests_cause_no_server_error_and_lose_no_job(store: Store, tmp
     assert accepted <= stored  # every 201 is a stored job
     assert store.count_jobs() == len(stored)
     for job_id in accepted:
-        assert [t.dst for t in store.transitions(job_id)][0] == "queued"
+        assert store.transitions(job_id)[0].dst == "queued"
 
 
 def _fuzz(op: schemathesis.APIOperation, headers: dict[str, str], accepted: set[int]) -> None:
