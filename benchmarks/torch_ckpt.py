@@ -10,7 +10,8 @@ For each size, in one run:
    with code 75 (finish the step, write the checkpoint, exit);
 4. resume latency: a new worker process from spawn to its first step done, split into interpreter
    and imports, building the model, stint.init (finding, reading and verifying the checkpoint), and
-   the first step.
+   the first step; cold (a fresh interpreter) and warm (forked from a fork server that has already
+   imported torch: what an executor with a warm pool would get).
 
 Run:  .venv/bin/python benchmarks/torch_ckpt.py [--sizes 10,100,1000] [--dir /tmp/...]
 """
@@ -27,7 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from stint.torch import launch
+from stint.torch.store import CheckpointStore
 
 T_SPAWN = time.time()  # the worker's own clock origin (the parent passes its spawn time too)
 MB = 1_000_000
@@ -91,18 +97,47 @@ def worker(args: argparse.Namespace) -> None:
                   flush=True)
 
 
-def spawn_worker(mb: float, ckpt: Path) -> tuple[subprocess.Popen[str], float]:
-    env = dict(os.environ, STINT_CKPT_DIR=str(ckpt), STINT_JOB_ID=f"bench-{mb}")
+def spawn_worker(mb: float, ckpt: Path, warm: bool = False) -> tuple[Any, float, Callable[[], str]]:
+    """Start a worker, cold (``python this_file``) or warm (forked from a preloaded fork server).
+
+    Returns the process, its spawn time, and a function that blocks for its next stdout line.
+    """
+    argv = ["--worker", "--mb", str(mb)]
+    if warm:
+        out = ckpt.parent / f"warm-{mb:g}-{time.monotonic_ns()}.txt"
+        t = time.time()
+        (proc,) = launch.start_warm(__file__, argv, 1, 1, ckpt, stdout=[out])
+
+        def next_line() -> str:
+            while not out.exists() or not out.read_text().endswith("\n"):
+                time.sleep(0.005)
+            return out.read_text().splitlines()[0]
+
+        return proc, t, next_line
+    env = dict(os.environ, STINT_CKPT_DIR=str(ckpt), STINT_JOB_ID=f"bench-{mb:g}")
     t = time.time()
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", "--mb", str(mb)], env=env,
-                            stdout=subprocess.PIPE, text=True)
-    return proc, t
+    popen = subprocess.Popen([sys.executable, __file__, *argv], env=env, stdout=subprocess.PIPE, text=True)
+    return popen, t, popen.stdout.readline  # type: ignore[union-attr]
 
 
-def preempt_and_resume(mb: float, ckpt: Path) -> dict[str, float]:
-    """One cold start, a preemption, one resume; latencies in seconds."""
-    proc, _ = spawn_worker(mb, ckpt)
-    json.loads(proc.stdout.readline())  # first step done: now in steady state
+def _resume(mb: float, ckpt: Path, warm: bool) -> dict[str, float]:
+    proc, t_spawn, next_line = spawn_worker(mb, ckpt, warm)
+    first = json.loads(next_line())
+    proc.kill()
+    proc.wait() if hasattr(proc, "wait") else launch.wait([proc])
+    return {
+        "resume": first["first_step"] - t_spawn,
+        "python_and_imports": first["imported"] - t_spawn,
+        "build_model": first["built"] - first["imported"],
+        "init_load": first["init"] - first["built"],
+        "first_step": first["first_step"] - first["init"],
+    }
+
+
+def preempt_and_resume(mb: float, ckpt: Path) -> dict[str, Any]:
+    """One cold start and a preemption, then a cold and a warm resume; latencies in seconds."""
+    proc, _, next_line = spawn_worker(mb, ckpt)
+    json.loads(next_line())  # first step done: now in steady state
     time.sleep(0.5)
     t_signal = time.time()
     proc.send_signal(signal.SIGUSR1)
@@ -110,24 +145,17 @@ def preempt_and_resume(mb: float, ckpt: Path) -> dict[str, float]:
     t_gone = time.time()
     if proc.returncode != 75:
         raise SystemExit(f"worker exited with {proc.returncode}, expected 75")
-    proc, t_spawn = spawn_worker(mb, ckpt)
-    first = json.loads(proc.stdout.readline())
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    (newest,) = CheckpointStore(ckpt).checkpoints()[:1]
     return {
         "preempt": t_gone - t_signal,
-        "resume": first["first_step"] - t_spawn,
-        "resume_python_and_imports": first["imported"] - t_spawn,
-        "resume_build_model": first["built"] - first["imported"],
-        "resume_init_load": first["init"] - first["built"],
-        "resume_first_step": first["first_step"] - first["init"],
+        "preempt_committed": newest.manifest["created"] - t_signal,
+        "cold": _resume(mb, ckpt, warm=False),
+        "warm": [_resume(mb, ckpt, warm=True) for _ in range(2)][-1],  # the first starts the server
     }
 
 
 def write_throughput(mb: float, directory: Path, rounds: int = 3) -> dict[str, float]:
     import torch
-
-    from stint.torch.store import CheckpointStore
 
     torch.manual_seed(0)
     model, opt = build(mb)
@@ -160,6 +188,11 @@ def write_throughput(mb: float, directory: Path, rounds: int = 3) -> dict[str, f
     }
 
 
+def _phases(r: dict[str, float]) -> str:
+    return (f"{r['resume']:.2f} s ({r['python_and_imports']:.2f} / {r['build_model']:.2f} / "
+            f"{r['init_load']:.2f} / {r['first_step']:.2f})")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -173,17 +206,19 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="stint-ckpt-bench-", dir=a.dir))
     try:
         print("| state | disk seq. write | checkpoint write | fraction | re-save (dedup) | load+verify "
-              "| preemption latency | resume latency (python+imports / build / init+load / 1st step) |")
-        print("|---|---|---|---|---|---|---|---|")
+              "| preemption latency (checkpoint committed) | resume, cold | resume, warm |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for mb in (float(s) for s in a.sizes.split(",")):
             w = write_throughput(mb, base)
             r = preempt_and_resume(mb, base / f"job-{mb:g}")
             print(f"| {w['state_MB']:.0f} MB | {w['disk_MBps']:.0f} MB/s | {w['ckpt_MBps']:.0f} MB/s "
                   f"| {100 * w['fraction']:.0f}% | {w['resave_written_MB']:.0f} MB written, {w['resave_s']:.2f} s "
-                  f"| {w['load_verify_s']:.2f} s | {r['preempt']:.2f} s | {r['resume']:.2f} s "
-                  f"({r['resume_python_and_imports']:.2f} / {r['resume_build_model']:.2f} / "
-                  f"{r['resume_init_load']:.2f} / {r['resume_first_step']:.2f}) |", flush=True)
+                  f"| {w['load_verify_s']:.2f} s | {r['preempt']:.2f} s ({r['preempt_committed']:.2f} s) "
+                  f"| {_phases(r['cold'])} | {_phases(r['warm'])} |", flush=True)
+        print("resume = spawn to first step done: total (python+imports / build model / stint.init with "
+              "checkpoint load / first step); warm = forked from a fork server with torch imported")
     finally:
+        launch.stop_warm()
         shutil.rmtree(base, ignore_errors=True)
 
 

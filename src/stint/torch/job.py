@@ -81,7 +81,8 @@ class Job:
         self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
         self._exchange = Exchange(self._params, self.placement) if env.logical_world_size > 1 else None
         self._resume()
-        if len(env.logical_ranks) == 1:
+        self._swapper = rng.Swapper(self._rng) if len(env.logical_ranks) > 1 else None
+        if self._swapper is None:
             rng.restore(self._rng[env.logical_ranks[0]])  # the live generators are this rank's own
         self._last_ckpt_clock, self._last_ckpt_step = clock(), self.step
         if self.store:
@@ -118,16 +119,16 @@ class Job:
         if self._exchange is None:  # L = 1: nothing to swap or reduce
             yield hosted[0]
             return
-        swap = len(hosted) > 1
+        swap = self._swapper
         before = [b.clone() for b in self._buffers] if swap else []
         after0: list[torch.Tensor] = []
         for slot, lr in enumerate(hosted):
             if swap:
-                rng.restore(self._rng[lr])
+                swap.enter(lr)
                 _copy_into(self._buffers, before)
             yield lr
             if swap:
-                self._rng[lr] = rng.capture()
+                swap.leave(lr)
                 if lr == 0:
                     after0 = [b.clone() for b in self._buffers]
             self._exchange.stash(slot)
@@ -173,9 +174,10 @@ class Job:
         """Write one checkpoint for the whole job at the current boundary (all workers call this)."""
         if self.store is None or self.checkpoint_step == self.step:
             return
-        if len(self.env.logical_ranks) == 1:
-            self._rng[self.env.logical_ranks[0]] = rng.capture()
-        rngs = dict(self._rng)
+        if self._swapper is None:
+            rngs = {self.env.logical_ranks[0]: rng.capture()}
+        else:
+            rngs = self._swapper.states()
         if self.env.world_size > 1:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
             dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)

@@ -44,3 +44,87 @@ def restore(states: dict[str, Any]) -> None:
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+_MT_WORDS = 624  # NumPy's mt19937_state: uint32 key[624]; int pos
+
+
+class _NumpyLegacy:
+    """Fast access to NumPy's global (legacy) RandomState for swapping between logical ranks.
+
+    ``np.random.get_state``/``set_state`` copy the 624 key words one by one (~30-100 us each); the
+    MT19937 words are read and written here in one memmove through the bit generator's ctypes
+    address instead. The legacy Gaussian cache (has_gauss, gauss) is not reachable that way, so
+    the slow calls are still used whenever it may be set. Falls back to the slow calls entirely
+    if the memory layout does not match what get_state reports.
+    """
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        self._size = _MT_WORDS * 4 + 4
+        try:
+            self._addr = np.random.mtrand._rand._bit_generator.ctypes.state_address
+            _, key, pos, _, _ = np.random.get_state()
+            raw = self.raw()
+            self.fast = raw == key.astype(np.uint32).tobytes() + np.int32(pos).tobytes()
+        except (AttributeError, TypeError, ValueError):
+            self.fast = False
+
+    def raw(self) -> bytes:
+        return self._ctypes.string_at(self._addr, self._size)
+
+    def write(self, raw: bytes) -> None:
+        self._ctypes.memmove(self._addr, raw, self._size)
+
+    @staticmethod
+    def to_raw(state: Any) -> tuple[bytes, int, float]:
+        _, key, pos, has_gauss, gauss = state
+        return key.astype(np.uint32).tobytes() + np.int32(pos).tobytes(), int(has_gauss), float(gauss)
+
+    @staticmethod
+    def from_raw(raw: bytes, has_gauss: int, gauss: float) -> Any:
+        key = np.frombuffer(raw[: _MT_WORDS * 4], dtype=np.uint32).copy()
+        pos = int(np.frombuffer(raw[_MT_WORDS * 4 :], dtype=np.int32)[0])
+        return ("MT19937", key, pos, has_gauss, gauss)
+
+
+class Swapper:
+    """Keeps each hosted logical rank's generator states and swaps them in around its micro-batch.
+
+    ``enter(lr)`` before logical rank ``lr``'s micro-batch, ``leave(lr)`` after it; ``states()``
+    gives every hosted rank's states in the form of :func:`capture` (for checkpoints).
+    """
+
+    def __init__(self, states: dict[int, dict[str, Any]]) -> None:
+        self._np = _NumpyLegacy()
+        self._states = {lr: dict(s) for lr, s in states.items()}
+        self._np_raw = {lr: _NumpyLegacy.to_raw(s["numpy"]) for lr, s in states.items()}
+        self._live_gauss = True  # unknown until the first full set: take the safe path
+        self._entered = b""
+
+    def enter(self, lr: int) -> None:
+        s = self._states[lr]
+        random.setstate(s["python"])
+        torch.set_rng_state(s["torch"])
+        raw, has_gauss, gauss = self._np_raw[lr]
+        if self._np.fast and not has_gauss and not self._live_gauss:
+            self._np.write(raw)  # only the MT words differ: both Gaussian caches are empty
+        else:
+            np.random.set_state(_NumpyLegacy.from_raw(raw, has_gauss, gauss))
+            self._live_gauss = bool(has_gauss)
+        self._entered = raw
+
+    def leave(self, lr: int) -> None:
+        s = self._states[lr]
+        s["python"] = random.getstate()
+        s["torch"] = torch.get_rng_state()
+        if self._np.fast and not self._live_gauss and self._np.raw() == self._entered:
+            return  # NumPy untouched in this micro-batch (its cache cannot fill without drawing words)
+        state = np.random.get_state()
+        self._np_raw[lr] = _NumpyLegacy.to_raw(state)
+        self._live_gauss = bool(state[3])
+
+    def states(self) -> dict[int, dict[str, Any]]:
+        return {lr: dict(s, numpy=_NumpyLegacy.from_raw(*self._np_raw[lr])) for lr, s in self._states.items()}
