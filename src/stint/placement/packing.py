@@ -46,10 +46,11 @@ def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Place
 
 def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
     """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
-    return _greedy(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
+    return in_order(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
 
 
-def _greedy(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -> Placement | None:
+def in_order(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -> Placement | None:
+    """As many workers as fit on each node of ``order`` in turn; None if they do not all fit."""
     out: Placement = {}
     left = workers
     for i in order:

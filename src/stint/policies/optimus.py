@@ -26,6 +26,7 @@ from scipy.optimize import nnls
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import JobSpec
+from stint.placement.packing import in_order
 from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase
 from stint.policies.registry import register
 
@@ -178,15 +179,8 @@ def _grow(st: JobStatus, want: int, free: list[int]) -> Allocation | None:
     counts = dict(st.allocation.workers)
     left = want - st.allocation.num_workers
     order = sorted(range(len(free)), key=lambda i: (i not in counts, -free[i], i))
-    added: dict[int, int] = {}
-    for node in order:
-        k = min(left, free[node] // gpw)
-        if k > 0:
-            added[node] = k
-            left -= k
-            if not left:
-                break
-    if left:
+    added = in_order(free, left, gpw, order)
+    if added is None:
         return None
     for node, k in added.items():
         free[node] -= k * gpw

@@ -11,10 +11,14 @@ skipped, for at most ``max_skip`` jobs per pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stint.model.allocation import Plan
 from stint.policies._index import OrderIndex, fill
 from stint.policies.base import ClusterView, JobStatus, Phase
 from stint.policies.registry import register
+
+Key3 = tuple[float, float, str]
 
 
 def remaining_s(st: JobStatus, now: float) -> float:
@@ -41,35 +45,39 @@ class Sjf:
     """Non-preemptive shortest-job-first with oracle durations."""
 
     tick_s: float | None = None
+    name = "sjf"
 
     def __init__(self, placement: str = "consolidated", max_skip: int = 64) -> None:
-        self.name = "sjf"
         self.placement = placement
         self.max_skip = max_skip
-        self._index = OrderIndex(_sjf_key)
+        self._index = OrderIndex(self._key)
+
+    @staticmethod
+    def _key(st: JobStatus, now: float) -> tuple[float, float, str]:
+        return _sjf_key(st, now)
+
+    def _preempts(self, now: float) -> Callable[[Key3, Key3], bool] | None:
+        return None
 
     def plan(self, view: ClusterView) -> Plan:
         self._index.sync(view)
-        return fill(view, self._index, max_skip=self.max_skip, strategy=self.placement)
+        return fill(
+            view, self._index, preempts=self._preempts(view.now), max_skip=self.max_skip, strategy=self.placement
+        )
 
 
 @register("srtf")
-class Srtf:
+class Srtf(Sjf):
     """Preemptive shortest-remaining-time-first with oracle durations."""
 
-    tick_s: float | None = None
+    name = "srtf"
 
-    def __init__(self, placement: str = "consolidated", max_skip: int = 64) -> None:
-        self.name = "srtf"
-        self.placement = placement
-        self.max_skip = max_skip
-        self._index = OrderIndex(_srtf_key)
+    @staticmethod
+    def _key(st: JobStatus, now: float) -> tuple[float, float, str]:
+        return _srtf_key(st, now)
 
-    def plan(self, view: ClusterView) -> Plan:
-        self._index.sync(view)
-        now = view.now
+    def _preempts(self, now: float) -> Callable[[Key3, Key3], bool] | None:
+        def shorter(waiting: Key3, running: Key3) -> bool:
+            return waiting[0] < running[0] - now  # running keys hold projected finish times
 
-        def shorter(waiting: tuple[float, float, str], running: tuple[float, float, str]) -> bool:
-            return waiting[0] < running[0] - now
-
-        return fill(view, self._index, preempts=shorter, max_skip=self.max_skip, strategy=self.placement)
+        return shorter
