@@ -48,6 +48,8 @@ def serve(
     grace: Annotated[float, typer.Option(help="Seconds a job has to checkpoint before "
                                          "SIGTERM.")] = 30.0,
     max_retries: Annotated[int, typer.Option(help="Worker failures a job survives.")] = 3,
+    ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
+                                                    "(default: $RAY_ADDRESS).")] = None,
 ) -> None:
     """Run the control plane: HTTP API, store, reconcile loop and executor."""
     import logging
@@ -60,7 +62,7 @@ def serve(
     run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
                      port=port, policy=policy, executor=executor, nodes=nodes,
                      gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
-                     max_retries=max_retries))
+                     max_retries=max_retries, ray_address=ray_address))
 
 
 def submit(

@@ -29,6 +29,7 @@ class ServeOptions:
     tick_s: float = 0.5  # period of the reconcile loop
     grace_s: float = 30.0  # checkpoint request -> SIGTERM
     max_retries: int = 3
+    ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
 
 
 def open_store(opts: ServeOptions) -> Store:
@@ -47,7 +48,7 @@ def make_executor(opts: ServeOptions) -> Executor:
     if opts.executor == "ray":
         from stint.runtime.executor import ray as ray_executor
 
-        return ray_executor.RayExecutor(state_dir)  # type: ignore[attr-defined,no-any-return]
+        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)  # type: ignore[no-any-return]
     raise ValueError(f"unknown executor {opts.executor!r}; valid: local, ray")
 
 
