@@ -6,19 +6,22 @@
    communication cost growing with n) by non-negative least squares. Here it is fitted to the
    Pollux profiles (or to the scaling model for duration-only traces), not learned online.
 2. Every running job keeps ``min_workers``; waiting jobs then start at ``min_workers``, shortest
-   estimated remaining time first, while GPUs remain.
+   estimated remaining time first, while GPUs remain (skipping at most ``max_skip`` that do not
+   fit).
 3. Each remaining GPU goes, one worker at a time, to the job with the largest marginal gain:
    the reduction of its estimated remaining time ``rem / speed(n) - rem / speed(n + 1)`` per GPU,
    up to ``max_workers`` and while the gain is positive.
 4. Placement keeps workers where they are: a shrinking job leaves the nodes where it has the
    fewest workers, a growing one fills its own nodes first, then the fullest nodes that fit.
-Re-planned at arrivals, completions and every ``tick_s`` (60 s, Pollux's interval). Cost per pass:
-O(active jobs + GPUs x log jobs): meant for elastic workloads of hundreds of jobs.
+Re-planned at arrivals, completions and, while elastic jobs are active, every ``tick_s`` (60 s,
+Pollux's interval). Waiting jobs are kept in a sorted index (``policies/_index.py``), so a pass
+costs O(changed + elastic jobs + GPUs x log jobs + started): rigid jobs cost nothing once placed.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +30,7 @@ from scipy.optimize import nnls
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import JobSpec
 from stint.placement.packing import in_order
+from stint.policies._index import OrderIndex
 from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase
 from stint.policies.registry import register
 
@@ -77,46 +81,79 @@ def _packed(n: int, per_node: int) -> Allocation:
 class Optimus:
     """Greedy marginal-gain worker allocation (elastic jobs are resized, rigid ones start whole)."""
 
-    def __init__(self, tick_s: float = 60.0) -> None:
-        self.name = "optimus"
-        self.tick_s: float | None = tick_s
-        self._models: dict[tuple[object, ...], SpeedModel] = {}
+    name = "optimus"
 
-    def model(self, view: ClusterView, spec: JobSpec) -> SpeedModel:
+    def __init__(self, tick_s: float = 60.0, max_skip: int = 64) -> None:
+        self.tick_s: float | None = tick_s
+        self.max_skip = max_skip
+        self._models: dict[tuple[object, ...], SpeedModel] = {}
+        self._perf: PerfModel | None = None
+        self._per_node = 1
+        self._index = OrderIndex(self._key)  # waiting jobs by estimated remaining time (rule 2)
+        self._elastic: dict[str, None] = {}  # active jobs with min_workers < max_workers
+
+    def model(self, spec: JobSpec) -> SpeedModel:
         key = (spec.application, spec.batch_size, spec.requested_workers, spec.min_workers, spec.max_workers)
         m = self._models.get(key)
         if m is None:
-            per_node = max(int(n.capacity.gpu) for n in view.cluster.nodes)
-            m = self._models[key] = SpeedModel.fit(view.perf, spec, max(per_node, 1))
+            assert self._perf is not None
+            m = self._models[key] = SpeedModel.fit(self._perf, spec, self._per_node)
         return m
 
-    def plan(self, view: ClusterView) -> Plan:
-        target = self._targets(view)
-        return _place_targets(view, target)
+    def _key(self, st: JobStatus, now: float) -> tuple[float, float, str]:
+        spec = st.spec
+        rem = (spec.work - st.work_done_at(now)) / max(self.model(spec).speed(spec.min_workers), 1e-12)
+        return (rem, spec.arrival_s, st.job_id)
 
-    def _targets(self, view: ClusterView) -> dict[str, int]:
-        now = view.now
-        gpus_left = view.cluster.total_gpus
+    def next_due(self) -> float | None:
+        """Only elastic jobs gain from periodic re-planning; without them ticks are skipped."""
+        return 0.0 if self._elastic else None
+
+    def plan(self, view: ClusterView) -> Plan:
+        self._perf = view.perf
+        self._per_node = max(max(int(n.capacity.gpu) for n in view.cluster.nodes), 1)
+        rebuild = self._index.needs_rebuild(view)
+        self._index.sync(view)
+        by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
+        if rebuild:
+            self._elastic = {st.job_id: None for st in view.jobs if st.spec.elastic}
+        else:
+            for jid in view.changed:
+                found = by_id.get(jid)
+                if found is not None and found.spec.elastic:
+                    self._elastic[jid] = None
+                else:
+                    self._elastic.pop(jid, None)
+        target = self._targets(view, by_id)
+        return _place_targets(view, by_id, target, self._elastic)
+
+    def _targets(self, view: ClusterView, by_id: Mapping[str, JobStatus]) -> dict[str, int]:
+        # Rule 2: running jobs keep their minimum. Rigid running jobs hold exactly it, so only
+        # elastic ones can give GPUs back to the pool.
+        gpus_left = sum(view.free_gpus)
         target: dict[str, int] = {}
-        waiting: list[tuple[float, float, str, JobStatus]] = []
-        for st in view.jobs:  # rule 2: running jobs keep their minimum
-            spec = st.spec
+        for jid in self._elastic:
+            st = by_id[jid]
             if st.phase is Phase.RUNNING:
-                target[st.job_id] = spec.min_workers
-                gpus_left -= spec.min_workers * spec.gpus_per_worker
-            else:
-                rem = (spec.work - st.work_done_at(now)) / max(self.model(view, spec).speed(spec.min_workers), 1e-12)
-                waiting.append((rem, spec.arrival_s, st.job_id, st))
-        waiting.sort(key=lambda w: w[:3])
-        for _, _, jid, st in waiting:
-            need = st.spec.min_workers * st.spec.gpus_per_worker
-            if need <= gpus_left:
                 target[jid] = st.spec.min_workers
+                gpus_left += st.held_gpus - st.spec.min_workers * st.spec.gpus_per_worker
+        skipped = 0
+        for _, jid in self._index.waiting:  # then waiting jobs, shortest remaining first
+            if gpus_left <= 0:
+                break
+            spec = by_id[jid].spec
+            need = spec.min_workers * spec.gpus_per_worker
+            if need <= gpus_left:
+                target[jid] = spec.min_workers
                 gpus_left -= need
+            else:
+                skipped += 1
+                if skipped > self.max_skip:
+                    break
         heap: list[tuple[float, str]] = []
-        by_id = {st.job_id: st for st in view.jobs if st.job_id in target}
         for jid, n in target.items():
-            self._push_gain(view, heap, by_id[jid], n)
+            if jid in self._elastic:
+                self._push_gain(view, heap, by_id[jid], n)
         while heap and gpus_left > 0:  # rule 3
             _, jid = heapq.heappop(heap)
             st = by_id[jid]
@@ -132,7 +169,7 @@ class Optimus:
         spec = st.spec
         if n >= spec.max_workers:
             return
-        m = self.model(view, spec)
+        m = self.model(spec)
         s0, s1 = m.speed(n), m.speed(n + 1)
         if s1 <= s0 or s0 <= 0:
             return
@@ -141,16 +178,22 @@ class Optimus:
         heapq.heappush(heap, (-gain, st.job_id))
 
 
-def _place_targets(view: ClusterView, target: dict[str, int]) -> Plan:
-    """Rule 4: turn worker counts into a plan that moves as few workers as possible."""
+def _place_targets(
+    view: ClusterView, by_id: Mapping[str, JobStatus], target: dict[str, int], elastic: Mapping[str, None]
+) -> Plan:
+    """Rule 4: turn worker counts into a plan that moves as few workers as possible.
+
+    Only elastic jobs and jobs given a size can change: a rigid running job holds its minimum.
+    """
     free = list(view.free_gpus)
     plan = Plan()
     grow: list[tuple[JobStatus, int]] = []
-    for st in view.jobs:
-        want = target.get(st.job_id, 0)
+    for jid in {**dict.fromkeys(elastic), **dict.fromkeys(target)}:
+        st = by_id[jid]
+        want = target.get(jid, 0)
         have = st.allocation.num_workers
         if want < have:
-            plan.allocations[st.job_id] = _shrink(st, want, free)
+            plan.allocations[jid] = _shrink(st, want, free)
         elif want > have:
             grow.append((st, want))
     for st, want in grow:
