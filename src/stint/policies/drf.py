@@ -58,6 +58,7 @@ class Drf:
     """Dominant-resource max-min fairness between users (or virtual clusters, or jobs)."""
 
     tick_s: float | None = None
+    lazy_progress = True  # reads progress only through *_at(now)
 
     def __init__(self, by: str = "user") -> None:
         if by not in ("user", "vc", "job"):

@@ -22,6 +22,7 @@ class Fifo:
     """First in, first out; ``placement`` is "consolidated" or "spread"."""
 
     tick_s: float | None = None
+    lazy_progress = True  # reads progress only through *_at(now)
 
     def __init__(self, placement: str = "consolidated") -> None:
         self.name = "fifo"

@@ -82,6 +82,7 @@ class Optimus:
     """Greedy marginal-gain worker allocation (elastic jobs are resized, rigid ones start whole)."""
 
     name = "optimus"
+    lazy_progress = True  # reads progress only through *_at(now)
 
     def __init__(self, tick_s: float = 60.0, max_skip: int = 64) -> None:
         self.tick_s: float | None = tick_s

@@ -46,6 +46,7 @@ class Sjf:
 
     tick_s: float | None = None
     name = "sjf"
+    lazy_progress = True  # reads progress only through *_at(now)
 
     def __init__(self, placement: str = "consolidated", max_skip: int = 64) -> None:
         self.placement = placement

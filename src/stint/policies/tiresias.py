@@ -38,6 +38,8 @@ Key = tuple[int, float, str]  # (queue, time it entered the queue, job id)
 class Tiresias:
     """2D-LAS with discretised queues and starvation promotion."""
 
+    lazy_progress = True  # reads progress only through *_at(now)
+
     def __init__(
         self,
         thresholds_gpu_s: tuple[float, ...] = (16 * 3600.0,),

@@ -116,6 +116,8 @@ class Simulator:
         self._latency = array("d")
         self._ideal_rate: dict[object, float] = {}
         self._period_at: float | None = None
+        self._steps: dict[str, tuple[int, dict[float, Allocation]]] = {}  # job -> Plan.future steps
+        self._future_gen = 0
         self._stream = id(self)
 
     # ----------------------------------------------------------------------------------- run
@@ -190,6 +192,8 @@ class Simulator:
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
             return True
+        if kind is EventKind.FUTURE:
+            return self._future_step(job_id, version, t)
         st = self._table.get(job_id)
         if st is None or self._track[job_id].version != version:
             return False  # stale: the job's rate changed or it finished since
@@ -221,15 +225,12 @@ class Simulator:
     def _schedule_tick(self, t: float) -> None:
         """Keep one slot tick pending while it can matter.
 
-        Ticks fall on multiples of ``tick_s``. A tick is needed only while jobs wait (or the policy
-        sets ``tick_when_idle``). A policy may also say when its next time-driven change is due
-        (``next_due()``, e.g. Tiresias' next demotion): then ticks before it are skipped, since
-        they could not change its plan.
+        Ticks fall on multiples of ``tick_s`` while jobs are active. A policy may say when its
+        next time-driven change is due (``next_due()``, e.g. Tiresias' next demotion, or None for
+        never): then ticks before it are skipped, since they could not change its plan.
         """
         tick = self.policy.tick_s
         if not tick or not self._table:
-            return
-        if not (self._waiting or getattr(self.policy, "tick_when_idle", False)):
             return
         at = (math.floor(t / tick) + 1) * tick
         next_due = getattr(self.policy, "next_due", None)
@@ -244,6 +245,12 @@ class Simulator:
 
     # ------------------------------------------------------------------------------ decisions
     def _decide(self, t: float) -> None:
+        if not getattr(self.policy, "lazy_progress", False):
+            # A policy that reads ``work_done``/``attained_gpu_s`` directly gets them settled to
+            # now (O(active jobs)); the baselines read ``*_at(now)`` and declare ``lazy_progress``.
+            for st in self._table.values():
+                if st.allocation:
+                    self._settle(st, t)
         view = ClusterView(
             now=t,
             cluster=self.cluster,
@@ -277,6 +284,35 @@ class Simulator:
             self._apply(action, t)
         for j in plan.allocations:
             self._changed[j] = None
+        for j in {**plan.allocations, **plan.future}:  # a later plan overrides pending steps
+            self._steps.pop(j, None)
+        for j, steps in plan.future.items():
+            if j in table:
+                self._plan_future(j, steps)
+
+    def _plan_future(self, job_id: str, steps: tuple[tuple[float, Allocation], ...]) -> None:
+        """Keep a planning policy's later allocations; each is applied when its time comes."""
+        self._future_gen += 1
+        self._steps[job_id] = (self._future_gen, dict(steps))
+        for when, _ in steps:
+            self._push(when, EventKind.FUTURE, job_id, self._future_gen)
+
+    def _future_step(self, job_id: str, gen: int, t: float) -> bool:
+        pending = self._steps.get(job_id)
+        if pending is None or pending[0] != gen or job_id not in self._table:
+            return False  # overridden by a later plan, or the job is gone
+        alloc = pending[1].pop(t, None)
+        if alloc is None:
+            return False
+        self._enact_one(job_id, alloc, t)
+        return True
+
+    def _enact_one(self, job_id: str, alloc: Allocation, t: float) -> None:
+        st = self._table[job_id]
+        one = Plan({job_id: alloc})
+        for action in reconcile(one, {job_id: st.allocation}, {job_id: st.first_start_s is not None}):
+            self._apply(action, t)
+        self._changed[job_id] = None
 
     def _apply(self, action: Action, t: float) -> None:
         st = self._table[action.job_id]
@@ -335,6 +371,7 @@ class Simulator:
         spec = st.spec
         track = self._track.pop(spec.job_id)
         del self._table[spec.job_id]
+        self._steps.pop(spec.job_id, None)
         if not st.allocation and st.phase is not Phase.RUNNING:
             self._waiting -= 1
         self._changed[spec.job_id] = None
