@@ -73,9 +73,9 @@ def bookkeeping(logical: int, steps: int = 20000) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def per_step(loops: dict[str, Iterator[None]], blocks: int, steps: int) -> dict[str, tuple[float, float]]:
-    """(median, minimum) seconds per step of each loop over ``blocks`` rounds of ``steps`` steps;
-    each round runs every loop once, in a shuffled order, so load from other users hits all alike."""
+def rounds(loops: dict[str, Iterator[None]], blocks: int, steps: int) -> dict[str, list[float]]:
+    """Seconds per step of each loop in each of ``blocks`` rounds of ``steps`` steps; every round
+    runs every loop once, in a shuffled order, so load from other users hits all alike."""
     times: dict[str, list[float]] = {name: [] for name in loops}
     for loop in loops.values():  # warm up
         for _ in range(steps):
@@ -88,11 +88,15 @@ def per_step(loops: dict[str, Iterator[None]], blocks: int, steps: int) -> dict[
             for _ in range(steps):
                 next(loops[name])
             times[name].append((time.perf_counter() - t0) / steps)
-    return {name: (statistics.median(ts), min(ts)) for name, ts in times.items()}
+    return times
 
 
-def _ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
-    return f"median {100 * (a[0] / b[0] - 1):+.2f}%, min {100 * (a[1] / b[1] - 1):+.2f}%"
+def paired(a: list[float], b: list[float], scale: float = 1.0) -> str:
+    """Median over rounds of a/(scale*b) - 1 (paired: each round's own conditions cancel)."""
+    ratios = sorted(x / (scale * y) for x, y in zip(a, b))
+    q = len(ratios) // 4
+    return (f"{100 * (statistics.median(ratios) - 1):+.2f}% "
+            f"(interquartile {100 * (ratios[q] - 1):+.1f}% .. {100 * (ratios[-q - 1] - 1):+.1f}%)")
 
 
 def main() -> None:
@@ -103,25 +107,25 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    m = per_step({"plain": plain(a.batch), "plain again": plain(a.batch), "stint": with_stint(a.batch, 1)},
-                 a.blocks, a.steps)
+    t = rounds({"plain": plain(a.batch), "plain again": plain(a.batch), "stint": with_stint(a.batch, 1)},
+               a.blocks, a.steps)
     own = bookkeeping(1)
-    print(f"steady state, CNN batch {a.batch}, P=L=1 ({a.blocks} rounds x {a.steps} steps):")
-    print(f"  plain {m['plain'][0] * 1e3:.3f} ms/step (min {m['plain'][1] * 1e3:.3f}), "
-          f"stint {m['stint'][0] * 1e3:.3f} ms/step (min {m['stint'][1] * 1e3:.3f})")
-    print(f"  stint vs plain: {_ratio(m['stint'], m['plain'])};  noise floor, plain vs plain: "
-          f"{_ratio(m['plain again'], m['plain'])}")
-    print(f"  stint's own per-step work: {own * 1e6:.1f} us = {100 * own / m['plain'][1]:.3f}% of a plain step")
+    plain_ms = statistics.median(t["plain"]) * 1e3
+    print(f"steady state, CNN batch {a.batch}, P=L=1, {a.blocks} rounds x {a.steps} steps:")
+    print(f"  median ms/step: plain {plain_ms:.3f}, stint {statistics.median(t['stint']) * 1e3:.3f}")
+    print(f"  stint / plain - 1, paired: {paired(t['stint'], t['plain'])}")
+    print(f"  noise floor, plain again / plain - 1: {paired(t['plain again'], t['plain'])}")
+    print(f"  stint's own per-step work: {own * 1e6:.1f} us = {100 * own / (plain_ms / 1e3):.3f}% of a plain step")
     share = a.batch // 4
-    m = per_step({"one rank": plain(share), "4 on 1": with_stint(a.batch, 4)}, a.blocks, a.steps)
-    ideal = (4 * m["one rank"][0], 4 * m["one rank"][1])
+    t = rounds({"one rank": plain(share), "4 on 1": with_stint(a.batch, 4)}, a.blocks, a.steps)
     own4 = bookkeeping(4, steps=5000)
+    one_ms = statistics.median(t["one rank"]) * 1e3
     print(f"time slicing, 4 logical ranks on 1 worker, global batch {a.batch}:")
-    print(f"  one rank's step (batch {share}, no stint) {m['one rank'][0] * 1e3:.3f} ms, ideal 4x "
-          f"{ideal[0] * 1e3:.3f} ms, sliced {m['4 on 1'][0] * 1e3:.3f} ms (min {m['4 on 1'][1] * 1e3:.3f})")
-    print(f"  overhead beyond ideal: {_ratio(m['4 on 1'], ideal)}; stint's own work "
-          f"{own4 * 1e6:.1f} us/step without gradients to stash")
-
+    print(f"  median ms/step: one rank (batch {share}, no stint) {one_ms:.3f}, ideal 4x {4 * one_ms:.3f}, "
+          f"sliced {statistics.median(t['4 on 1']) * 1e3:.3f}")
+    print(f"  sliced / (4 x one rank) - 1, paired: {paired(t['4 on 1'], t['one rank'], 4.0)}")
+    print(f"  stint's own per-step work with 4 ranks (RNG swaps, reduce; no parameters): {own4 * 1e6:.1f} us "
+          f"= {100 * own4 / (4 * one_ms / 1e3):.2f}% of the ideal step")
 
 if __name__ == "__main__":
     main()

@@ -194,6 +194,7 @@ class Job:
                     "job_id": self.env.job_id,
                     "logical_world_size": self.env.logical_world_size,
                     "world_size": self.env.world_size,
+                    "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
                 }
                 self.last_save = self.store.save(self.step, state, meta)
                 outcome = [("ok", self.last_save.seconds)]
