@@ -107,7 +107,7 @@ def fig5_tasks(seeds: Iterable[int]) -> list[Task]:
     tasks = []
     for g1 in GAMMA1_RANGES:
         for n in SERVERS:
-            wl = {"jobs": 10, "horizon": 10, "workers": 2 * n // 3, "ps": n // 3,
+            wl = {"jobs": 10, "horizon": 10, "workers": n - n // 2, "ps": n // 2,
                   "gamma1": g1, "scale": 0.1, "window": 8}
             tags = {"gamma1": f"[{g1[0]},{g1[1]}]", "servers": n}
             for s in seeds:

@@ -67,8 +67,13 @@ def check_capacity(cluster: Cluster, jobs: dict[str, JobStatus], where: str) -> 
 
 
 def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizon: int,
-             slot_s: float) -> EvalResult:
-    """Run ``policy`` over ``horizon`` slots of ``slot_s`` seconds on ``jobs``."""
+             slot_s: float, change_cost_s: float = 0.0) -> EvalResult:
+    """Run ``policy`` over ``horizon`` slots of ``slot_s`` seconds on ``jobs``.
+
+    ``change_cost_s`` charges the mechanism: a job that already ran and whose allocation changes
+    (resize, migration, resume) makes no progress for that many seconds of the slot. The paper
+    ignores such costs (0, the default); starting a job is free either way.
+    """
     perf = PSPerfModel()
     pending = sorted(jobs, key=lambda s: (s.arrival_s, s.job_id))
     active: dict[str, JobStatus] = {}
@@ -78,9 +83,11 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
     changed: list[str] = []
     for t in range(horizon):
         now = t * slot_s
+        moved: set[str] = set()
         for job_id, steps in future.items():
             while steps and steps[0][0] <= now + 1e-6:
-                _set_allocation(active.get(job_id), steps.pop(0)[1], now)
+                if _set_allocation(active.get(job_id), steps.pop(0)[1], now):
+                    moved.add(job_id)
         while pending and pending[0].arrival_s <= now + 1e-6:
             spec = pending.pop(0)
             active[spec.job_id] = JobStatus(spec, last_change_s=now)
@@ -98,11 +105,13 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
         for job_id, steps in plan.future.items():
             future[job_id] = sorted(steps, key=lambda s: s[0])
         for job_id, alloc in plan.allocations.items():
-            _set_allocation(active.get(job_id), alloc, now)
+            if _set_allocation(active.get(job_id), alloc, now):
+                moved.add(job_id)
         check_capacity(cluster, active, f"{result.policy} slot {t}")
         for job_id, st in list(active.items()):
             if st.allocation:
-                st.work_done += perf.rate(st.spec, st.allocation) * slot_s
+                busy = slot_s - (min(change_cost_s, slot_s) if job_id in moved else 0.0)
+                st.work_done += perf.rate(st.spec, st.allocation) * busy
             if st.work_done >= st.spec.work * (1 - 1e-9):
                 o = out[job_id]
                 o.finish_slot = t
@@ -113,9 +122,11 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
     return result
 
 
-def _set_allocation(st: JobStatus | None, alloc: Allocation, now: float) -> None:
+def _set_allocation(st: JobStatus | None, alloc: Allocation, now: float) -> bool:
+    """Apply an allocation; True if it costs a mechanism action (a job that ran changes)."""
     if st is None or alloc == st.allocation:
-        return
+        return False
+    costly = bool(alloc) and st.first_start_s is not None
     if alloc and st.first_start_s is None:
         st.first_start_s = now
     if not alloc and st.allocation:
@@ -124,6 +135,7 @@ def _set_allocation(st: JobStatus | None, alloc: Allocation, now: float) -> None
                                             else Phase.QUEUED)
     st.allocation = alloc if alloc else EMPTY
     st.last_change_s = now
+    return costly
 
 
 def _free_gpus(cluster: Cluster, active: dict[str, JobStatus]) -> list[int]:

@@ -60,18 +60,19 @@ def _norm(cluster: Cluster, nodes: Sequence[int]) -> FloatArray:
 
 
 def dp_job(spec: JobSpec, arrival_slot: int, end_slot: int, slot_s: float, groups: HostGroups,
-           max_quanta: int) -> DPJob | str:
+           max_quanta: int, fraction: float = 1.0) -> DPJob | str:
     """Translate a job into Alg. 2's terms, or return why it cannot be scheduled.
 
     A :class:`PSJobSpec` has E_i N_i chunks of M_i(τ_i + 2e_i/b_i) worker-seconds; any other
     ``JobSpec`` is read as ``work × requested_workers`` worker-seconds in one-worker-slot chunks.
     Above ``max_quanta`` units, chunks are merged into equal coarser quanta (open point 10).
+    ``fraction`` < 1 plans only that part of the work (re-planning a job in progress).
     """
     if isinstance(spec, PSJobSpec):
-        work_ws = spec.work / slot_s
-        chunks = spec.epochs * spec.chunks
+        work_ws = spec.work / slot_s * fraction
+        chunks = max(1, math.ceil(spec.epochs * spec.chunks * fraction - 1e-9))
     else:
-        work_ws = spec.work * spec.requested_workers / slot_s
+        work_ws = spec.work * spec.requested_workers / slot_s * fraction
         chunks = max(1, math.ceil(work_ws - 1e-9))
     quanta = min(chunks, max_quanta)
     ratio: float | None = None

@@ -1,0 +1,60 @@
+"""OASiS vs OASiS with re-planning (``oasis-replan``), with and without mechanism costs.
+
+Usage: .venv/bin/python benchmarks/oasis_replan.py [--seeds 3] [--processes 2]
+
+Fig. 3 workloads (T = 300, H = K = 50). ``change cost`` is charged by the slot evaluator to every
+job that already ran and whose allocation changes (resize, migration, resume): it makes no
+progress for that many seconds of the slot. 0 is the paper's assumption; 300 s is a checkpoint
+round trip of a large model (Singularity's tables: tens of seconds to minutes); 1800 s is half a
+slot. Printed: total utility (mean ± std over seeds), replans per run, and seconds per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from stint.experiments.oasis_figs import build_policy
+from stint.experiments.slot_eval import evaluate
+from stint.experiments.workload import make_workload
+
+
+def run(args: tuple[str, int, int, float]) -> tuple[str, int, int, float, float, int, float]:
+    name, seed, jobs, cost = args
+    wl = make_workload(seed, jobs)
+    params = {"change_cost_s": cost} if name == "oasis-replan" else {}
+    pol = build_policy(name, wl, **params)
+    t0 = time.perf_counter()
+    res = evaluate(pol, wl.cluster, wl.jobs, wl.horizon, wl.slot_s, change_cost_s=cost)
+    return (name, seed, jobs, cost, res.total_utility, getattr(pol, "replans", 0),
+            time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=2)
+    args = ap.parse_args()
+    tasks = [(p, s, n, c) for n in (100, 200) for c in (0.0, 300.0, 1800.0)
+             for p in ("oasis", "oasis-replan") for s in range(1, args.seeds + 1)]
+    with ProcessPoolExecutor(args.processes) as pool:
+        rows = list(pool.map(run, tasks))
+    print(f"{'jobs':>4} {'cost s':>6} {'oasis':>14} {'oasis-replan':>14} {'ratio':>6} "
+          f"{'replans':>7} {'s/run':>11}")
+    for n in (100, 200):
+        for c in (0.0, 300.0, 1800.0):
+            got = {p: [r for r in rows if r[0] == p and r[2] == n and r[3] == c]
+                   for p in ("oasis", "oasis-replan")}
+            u = {p: np.array([r[4] for r in v]) for p, v in got.items()}
+            secs = "/".join(f"{np.mean([r[6] for r in got[p]]):.0f}" for p in got)
+            print(f"{n:4d} {c:6.0f} {u['oasis'].mean():8.0f} ± {u['oasis'].std():4.0f} "
+                  f"{u['oasis-replan'].mean():8.0f} ± {u['oasis-replan'].std():4.0f} "
+                  f"{u['oasis-replan'].mean() / u['oasis'].mean():6.2f} "
+                  f"{np.mean([r[5] for r in got['oasis-replan']]):7.0f} {secs:>11}")
+
+
+if __name__ == "__main__":
+    main()

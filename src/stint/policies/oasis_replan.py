@@ -1,0 +1,114 @@
+"""OASiS with re-planning: beyond the paper, which never revises a committed schedule.
+
+stint can preempt, migrate and resize, so at every slot in which something changed (an arrival
+or a completion) this variant re-prices and re-plans each admitted, unfinished job:
+
+1. New arrivals are decided exactly as in OASiS (Alg. 1).
+2. Then, in arrival order, each admitted job's reservation from the current slot on is released
+   and Alg. 2 is run for its *remaining* work, as if it arrived now with its original utility.
+   The mechanism's cost is charged up front: if the job is running, ``change_cost_s`` seconds of
+   its current workers are added to the remaining work.
+3. The new schedule replaces the old one only if its payoff beats the old remainder's payoff at
+   today's prices by more than ``min_gain``; otherwise the old remainder is committed again. An
+   admitted job is never dropped. A job whose plan ran out with work left (the mechanism's costs
+   ate into it) always gets a new plan if one exists; plain OASiS leaves it unfinished.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stint.model.allocation import Plan
+from stint.model.job import JobSpec
+from stint.policies.base import ClusterView, JobStatus
+from stint.policies.oasis import OASiS, dp_job
+from stint.policies.oasis_core import DPJob, Schedule, best_schedule, commit
+from stint.policies.registry import register
+
+
+@register("oasis-replan")
+class OASiSReplan(OASiS):
+    """OASiS plus per-slot re-planning of admitted jobs (see module docstring)."""
+
+    name = "oasis-replan"
+
+    def __init__(self, change_cost_s: float = 0.0, min_gain: float = 0.0, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        if change_cost_s < 0:
+            raise ValueError(f"oasis-replan: change_cost_s must be >= 0 (got {change_cost_s})")
+        self.change_cost_s = change_cost_s
+        self.min_gain = min_gain
+        self.replans = 0
+
+    def plan(self, view: ClusterView) -> Plan:
+        plan = super().plan(view)
+        if not view.changed:
+            return plan
+        now_slot = math.floor(view.now / self.slot_s + 1e-9)
+        for st in view.jobs:
+            if st.job_id in self.committed and st.job_id not in plan.future:
+                self._replan(st, now_slot, plan)
+        return plan
+
+    def _replan(self, st: JobStatus, now: int, plan: Plan) -> None:
+        assert self.worker_prices is not None and self.groups is not None
+        job, old = self.committed[st.job_id]
+        if st.remaining_work <= 0:
+            return
+        rest = _tail(old, now)
+        old_payoff = -math.inf  # the old plan ran out with work left (mechanism costs): re-plan
+        if rest is not None:
+            commit(job, rest, self.worker_prices, self.ps_prices, sign=-1)
+            old_payoff = rest.utility - self._cost(job, rest)
+        new_job = self._remaining_job(st.spec, st, now)
+        new = None
+        if not isinstance(new_job, str):
+            new = best_schedule(new_job, self.worker_prices, self.ps_prices, new_job.arrival_slot
+                                + len(new_job.utility))
+        if isinstance(new_job, str) or new is None or new.payoff <= old_payoff + self.min_gain:
+            if rest is not None:
+                commit(job, rest, self.worker_prices, self.ps_prices)
+            return
+        commit(new_job, new, self.worker_prices, self.ps_prices)
+        self.committed[st.job_id] = (new_job, new)
+        self.replans += 1
+        want = self.allocation_at(st.job_id, now)
+        if want != st.allocation:
+            plan.allocations[st.job_id] = want
+        else:
+            plan.allocations.pop(st.job_id, None)  # drop the old plan's step for now
+        steps = [((t * self.slot_s), self.allocation_at(st.job_id, t))
+                 for t in range(now + 1, new.last_slot + 2)]
+        plan.future[st.job_id] = tuple(
+            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
+
+    def _remaining_job(self, spec: JobSpec, st: JobStatus, now: int) -> DPJob | str:
+        assert self.groups is not None
+        penalty = self.change_cost_s * st.allocation.num_workers if st.allocation else 0.0
+        fraction = min(1.0, (st.remaining_work + penalty) / spec.work)
+        end = self.end_slot if self.end_slot is not None else now + self.horizon
+        return dp_job(spec, now, end, self.slot_s, self.groups, self.max_quanta, fraction)
+
+    def _cost(self, job: DPJob, sched: Schedule) -> float:
+        """What the schedule costs at the current prices (eq. 19's dual terms)."""
+        assert self.worker_prices is not None
+        total = 0.0
+        for j in range(sched.workers.shape[0]):
+            t = sched.start_slot + j
+            total += float(sched.workers[j] @ self.worker_prices.unit_price(
+                t, t + 1, job.worker_demand)[0])
+            if self.ps_prices is not None and job.ps_demand is not None and sched.ps[j].any():
+                total += float(sched.ps[j] @ self.ps_prices.unit_price(
+                    t, t + 1, job.ps_demand)[0])
+        return total
+
+
+def _tail(s: Schedule, now: int) -> Schedule | None:
+    """The part of a schedule from slot ``now`` on, or None if nothing is left."""
+    keep = max(0, now - s.start_slot)
+    if keep >= s.workers.shape[0] or not np.any(s.workers[keep:]):
+        return None
+    return Schedule(s.start_slot + keep, s.last_slot, s.workers[keep:], s.ps[keep:], s.utility,
+                    0.0)
