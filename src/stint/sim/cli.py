@@ -91,8 +91,9 @@ def sim(
     from stint.report.tables import summary_table
 
     title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {cluster.nodes[0].capacity.gpu:g} GPUs"
-    Console().print(summary_table(summaries, title=title))
-    Console().print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
+    console.print(summary_table(summaries, title=title))
+    console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
 
 
 def _progress(console: Any) -> Any:
