@@ -1,4 +1,4 @@
-"""Local executor: surviving a SIGKILLed controller, a dead supervisor and recycled pids."""
+"""Surviving a SIGKILLed controller (both backends), a dead supervisor and recycled pids."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from exec_helpers import TRAP_USR1, MakeExecutor, gang, wait_exit, wait_for, wait_ready
 
 from stint.runtime.executor import Outcome
@@ -17,17 +18,24 @@ from stint.runtime.executor.shim import proc_start_ticks
 
 
 def test_a_new_executor_adopts_workers_of_a_sigkilled_controller(
-    make_ex: MakeExecutor, tmp_path: Path
+    make_ex: MakeExecutor, tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ):
     # A real controller process launches two jobs and is SIGKILLed; this process takes over.
+    state = str(tmp_path / "state")
+    if backend == "ray":
+        address = request.getfixturevalue("ray_cluster").address
+        new_executor = f"RayExecutor({state!r}, {address!r})"
+    else:
+        new_executor = f"LocalExecutor({state!r}, nodes=2, gpus_per_node=2)"
     controller = textwrap.dedent(
         f"""
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from exec_helpers import MakeExecutor, TRAP_USR1, gang
+        from exec_helpers import TRAP_USR1, gang
         from pathlib import Path
         from stint.runtime.executor.local import LocalExecutor
-        ex = LocalExecutor({str(tmp_path / "state")!r}, nodes=2, gpus_per_node=2)
+        from stint.runtime.executor.ray import RayExecutor
+        ex = {new_executor}
         tmp = Path({str(tmp_path)!r})
         ex.launch(gang(tmp, "long", TRAP_USR1, n=2, nodes=("node-0", "node-1")))
         ex.launch(gang(tmp, "short", "import time; time.sleep(0.5)", slot0=1))
@@ -51,6 +59,7 @@ def test_a_new_executor_adopts_workers_of_a_sigkilled_controller(
     assert make_ex().poll() == []
 
 
+@pytest.mark.parametrize("backend", ["local"])
 def test_a_dead_supervisor_fails_the_attempt_and_a_recycled_pid_is_not_mistaken_for_it(
     make_ex: MakeExecutor, tmp_path: Path
 ):
@@ -71,6 +80,7 @@ def test_a_dead_supervisor_fails_the_attempt_and_a_recycled_pid_is_not_mistaken_
     assert e.reason == "rank 0: its supervisor died without recording the worker's exit"
 
 
+@pytest.mark.parametrize("backend", ["local"])
 def test_relaunch_adopts_a_supervisor_whose_pid_file_was_never_written(
     make_ex: MakeExecutor, tmp_path: Path
 ):

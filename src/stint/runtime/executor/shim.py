@@ -70,7 +70,7 @@ def _log(msg: str) -> None:
 
 
 def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if this supervisor is killed, the worker gets
+    # In the worker (between fork and exec): if this supervisor is killed, the worker gets
     # SIGKILL instead of running on unsupervised.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -136,8 +136,12 @@ class _Supervisor:
         times = [t for t in (self.term_at, self.kill_at) if t is not None]
         return max(0.0, min(times) - time.time()) if times else None
 
-    def _check_stop_file(self) -> None:
+    def _check_stop_file(self, signalled: int | None = None) -> None:
+        """Act on stop.json; a signal without the file means a stop (USR1) or kill (USR2) now."""
         stop = read_json(os.path.join(self.dir, "stop.json"))
+        if stop is None and signalled is not None:
+            kind = "kill" if signalled == signal.SIGUSR2 else "stop"
+            stop = {"kind": kind, "requested_at": time.time(), "grace_s": 30.0, "term_grace_s": 3.0}
         if stop is None or stop.get("kind") == self.stop_kind:
             return
         self.stop_kind = stop["kind"]
@@ -155,7 +159,7 @@ class _Supervisor:
         while self.pending:
             sig = self.pending.pop(0)
             if sig in (signal.SIGUSR1, signal.SIGUSR2):
-                self._check_stop_file()
+                self._check_stop_file(sig)
             else:  # someone is terminating the supervisor itself: pass it on, then make sure
                 self._killpg(sig)
                 self.kill_at = time.time() + 3.0
@@ -188,8 +192,17 @@ class _Supervisor:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--die-with-parent"]:
+        # Under a Ray actor: if the actor dies, so do we (and so, in turn, the worker).
+        parent = int(argv[1])
+        _die_with_parent()
+        if os.getppid() != parent:  # it died before prctl took effect
+            return 1
+        argv = argv[2:]
     if len(argv) < 6 or argv[0] != "--dir" or argv[2] != "--rank" or argv[4] != "--":
-        sys.stderr.write("usage: shim.py --dir STATE_DIR --rank R -- COMMAND...\n")
+        sys.stderr.write(
+            "usage: shim.py [--die-with-parent PID] --dir STATE_DIR --rank R -- COMMAND...\n"
+        )
         return 2
     return _Supervisor(argv[1], int(argv[3]), argv[5:]).run()
 

@@ -1,0 +1,199 @@
+"""The Ray executor: each worker runs under its supervisor, started by a Ray actor on its node.
+
+A stint node is a Ray node carrying the custom resource ``stint_node_<name>`` (and ``stint_slot``,
+its accelerator slot count); ``nodes()`` is read from the cluster. Every worker gets one *detached*,
+*named* actor (``stint/<state id>/<job>/<attempt>/<rank>`` in namespace ``stint``) pinned to its node
+by a sliver of that resource. The actor starts the same supervisor (``shim.py``) as the local
+executor, so stop requests, escalation, exit codes and logs behave identically; the actor only
+carries signals to it and reports whether it is alive.
+
+Durable state is the same directory layout as the local executor, written by the supervisors on
+the worker nodes and read by the controller: ``state_dir``, like ``ckpt_dir``, must be on storage
+that every node sees (trivially true for a cluster on one machine). Detached actors outlive the
+driver, so a restarted controller re-adopts them by name. An actor that dies (its node failed) while
+its worker has not recorded an exit makes the attempt FAILED ("supervisor died").
+
+For a cluster on 127.0.0.1 (``raycluster.LoopbackRayCluster``), construct the executor before
+anything else imports Ray in this process: it sets ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` so that
+Ray keeps 127.0.0.1 instead of swapping in the interface address (see ``raycluster``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
+from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
+from stint.runtime.executor.supervised import PENDING_TIMEOUT_S, SHIM_PATH, SupervisedExecutor
+
+NAMESPACE = "stint"
+PROBE_TIMEOUT_S = 2.0  # an actor that cannot answer this fast is still being scheduled
+
+
+class WorkerHost:
+    """Ray actor body: runs one worker's supervisor on this node. Methods are tiny and never block."""
+
+    def __init__(
+        self, shim_args: list[str], env_delta: dict[str, str], log_path: str, cwd: str | None
+    ) -> None:
+        # This node's Python and copy of the supervisor; this node's environment plus stint's.
+        argv = [sys.executable, SHIM_PATH, "--die-with-parent", str(os.getpid()), *shim_args]
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env_delta},
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+
+class RayExecutor(SupervisedExecutor):
+    """Workers on the nodes of the Ray cluster at ``address`` (``host:port``; default $RAY_ADDRESS)."""
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        address: str | None = None,
+        term_grace_s: float = TERM_GRACE_S,
+    ) -> None:
+        address = address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise ExecutorError(
+                "the Ray executor needs a cluster address (host:port or RAY_ADDRESS)"
+            )
+        loopback = address.split(":")[0] in ("127.0.0.1", "localhost")
+        if loopback:
+            os.environ.update(LOOPBACK_ENV)
+        import ray
+        import ray._private.ray_constants
+
+        if loopback:  # in case Ray was imported before the variable was set
+            ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+
+        self._ray = ray
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR")
+        self._actor_cls = ray.remote(WorkerHost)
+        self._handles: dict[str, Any] = {}
+        super().__init__(state_dir, self._discover_nodes(), term_grace_s)
+        if not self._nodes:
+            raise ExecutorError(
+                f"the Ray cluster at {address} has no stint nodes (custom resource "
+                "'stint_node_<name>'); start nodes with raycluster.LoopbackRayCluster or "
+                "ray start --resources"
+            )
+
+    def nodes(self) -> list[NodeInfo]:
+        self._nodes = {n.name: n for n in self._discover_nodes()}
+        return list(self._nodes.values())
+
+    def close(self) -> None:
+        super().close()
+        self._handles.clear()
+        if self._owns_ray:
+            self._ray.shutdown()
+
+    # ---- backend ------------------------------------------------------------------------------
+    def _discover_nodes(self) -> list[NodeInfo]:
+        out = []
+        for n in self._ray.nodes():
+            if not n["Alive"]:
+                continue
+            for key in n["Resources"]:
+                if key.startswith("stint_node_"):
+                    slots = int(n["Resources"].get("stint_slot", 0))
+                    out.append(NodeInfo(key.removeprefix("stint_node_"), slots))
+        return sorted(out, key=lambda x: x.name)
+
+    def _name(self, w: WorkerLaunch) -> str:
+        return f"stint/{self._token(w)}"
+
+    def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
+        shim_args = ["--dir", str(attempt_dir), "--rank", str(w.rank), "--", *w.command]
+        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        name = self._name(w)
+        try:
+            self._handles[name] = self._actor_cls.options(
+                name=name,
+                namespace=NAMESPACE,
+                lifetime="detached",
+                num_cpus=0,
+                resources={node_resource(w.node): 0.001},
+                max_restarts=0,
+            ).remote(shim_args, delta, w.log_path, w.cwd)
+        except self._ray.exceptions.ActorAlreadyExistsError:
+            pass  # started just before a controller crash: adopt it
+
+    def _handle(self, w: WorkerLaunch) -> Any | None:
+        name = self._name(w)
+        h = self._handles.get(name)
+        if h is None:
+            try:
+                h = self._ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                return None
+            self._handles[name] = h
+        return h
+
+    def _alive_many(
+        self, ws: Sequence[WorkerLaunch], d: Path, launched_at: float
+    ) -> dict[int, bool | None]:
+        out: dict[int, bool | None] = {}
+        refs = {}
+        for w in ws:
+            h = self._handle(w)
+            if h is None:  # not (yet) registered, or already released
+                out[w.rank] = None if time.time() - launched_at < PENDING_TIMEOUT_S else False
+            else:
+                refs[w.rank] = h.alive.remote()
+        if refs:
+            ready, _ = self._ray.wait(
+                list(refs.values()), num_returns=len(refs), timeout=PROBE_TIMEOUT_S
+            )
+            done = set(ready)
+            for rank, ref in refs.items():
+                if ref not in done:
+                    out[rank] = None  # still being placed or started
+                    continue
+                try:
+                    out[rank] = bool(self._ray.get(ref))
+                except self._ray.exceptions.RayActorError:
+                    out[rank] = False
+        return out
+
+    def _is_alive(self, w: WorkerLaunch, attempt_dir: Path, launched_at: float) -> bool | None:
+        return self._alive_many([w], attempt_dir, launched_at)[w.rank]
+
+    def _signal(self, w: WorkerLaunch, attempt_dir: Path, sig: int) -> None:
+        h = self._handle(w)
+        if h is not None:
+            h.signal.remote(int(sig))
+
+    def _adopt_orphan(self, w: WorkerLaunch, attempt_dir: Path) -> bool:
+        return self._handle(w) is not None
+
+    def _release(self, job_id: str, attempt: int) -> None:
+        for w in self._workers(job_id, attempt):
+            h = self._handle(w)
+            if h is not None:
+                self._ray.kill(h, no_restart=True)
+            self._handles.pop(self._name(w), None)
