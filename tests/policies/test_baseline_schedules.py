@@ -67,6 +67,16 @@ def test_tiresias_demotes_after_threshold_then_preempts():
     assert r["A"].preemptions == 1 and r["B"].preemptions == 0
 
 
+def test_tiresias_strict_order_preempts_within_a_queue():
+    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0, strict_order=True), ABC)
+    # As above until 50: A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at
+    # 75 (4 GPUs x 25 s) and enters Q1 after A, so A, first in the order, preempts B: A runs its
+    # last 50 s 75-125 (JCT 125), then B its last 5 s 125-130 (JCT 120). Pollux's Tiresias
+    # re-derives who runs from the queue order at every pass and behaves the same way.
+    assert {k: v.jct_s for k, v in r.items()} == {"A": 125, "B": 120, "C": 10}
+    assert r["A"].preemptions == 1 and r["B"].preemptions == 1
+
+
 def test_tiresias_starvation_promotion():
     # One GPU, threshold 10 GPU-s, ticks every 5 s. L: t=0, 30 s; short jobs S1: t=15, 20 s;
     # S2: t=35, 20 s; S3: t=55, 20 s.

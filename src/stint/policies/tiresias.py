@@ -8,8 +8,10 @@ Rules, in the paper's terms:
    as the Pollux artifact configures Tiresias). New jobs enter Q0.
 3. Within a queue, jobs are served first-come-first-served by the time they entered it (a demoted
    job goes to the back of its new queue).
-4. A waiting job preempts running jobs of strictly lower-priority queues; it never preempts a job
-   of its own queue (which would thrash).
+4. A waiting job preempts running jobs of strictly lower queues, never one of its own queue
+   (which would thrash). ``strict_order=True`` preempts any running job after it in the order
+   (a lower queue, or the same queue entered later), as Pollux's implementation does by
+   re-deriving who runs from the order at every pass.
 5. Starvation: a paused job that has waited ``promote_knob`` times its executed time (since its
    last promotion) is promoted to Q0, entering it at that moment, and its attained service is
    counted afresh from there (the paper's PROMOTE_KNOB; 0, the default as in the Pollux
@@ -47,6 +49,7 @@ class Tiresias:
         tick_s: float = 60.0,
         placement: str = "consolidated",
         max_skip: int = 64,
+        strict_order: bool = False,
     ) -> None:
         if list(thresholds_gpu_s) != sorted(thresholds_gpu_s) or any(t <= 0 for t in thresholds_gpu_s):
             raise ValueError(f"tiresias: thresholds must be positive and increasing, got {thresholds_gpu_s}")
@@ -58,6 +61,7 @@ class Tiresias:
         self.promote_knob = promote_knob
         self.placement = placement
         self.max_skip = max_skip
+        self.strict_order = strict_order
         self._entered: dict[str, tuple[int, float]] = {}  # job id -> (queue, time it entered it)
         self._base: dict[str, float] = {}  # attained service at the last promotion
         self._timers: list[tuple[float, str]] = []  # (when a demotion/promotion may be due, job)
@@ -103,7 +107,7 @@ class Tiresias:
         plan = fill(
             view,
             self._index,
-            preempts=lambda waiting, running: waiting[0] < running[0],  # rule 4
+            preempts=self._preempts,
             max_skip=self.max_skip,
             strategy=self.placement,
         )
@@ -112,6 +116,10 @@ class Tiresias:
             st = by_id[jid]
             self._arm_timer(st, view.now, self.queue_of(st, view.now), bool(alloc), alloc.num_workers * st.spec.gpus_per_worker)
         return plan
+
+    def _preempts(self, waiting: Key, running: Key) -> bool:
+        """Rule 4."""
+        return waiting < running if self.strict_order else waiting[0] < running[0]
 
     def next_due(self) -> float | None:
         """When the next demotion or promotion may fall due (the engine skips ticks before it)."""
