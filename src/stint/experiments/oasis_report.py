@@ -124,8 +124,8 @@ def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     fig.savefig(out / "oasis-fig4.png", dpi=120)
     plt.close(fig)
     lines = ["## Fig. 4: actual − target completion, slots (T = 100)", "",
-             ("Admitted jobs only (OASiS' rejected jobs never run); jobs unfinished at T count as "
-              "finishing in the last slot. Whiskers: 5th–95th percentile."), "",
+             ("Admitted jobs only (jobs rejected by OASiS or RRH never run); jobs unfinished at T "
+              "count as finishing in the last slot. Whiskers: 5th–95th percentile."), "",
              "| policy | class | jobs | median (ours / paper) | IQR | 5–95% |",
              "|---|---|---|---|---|---|"]
     for s in summary:

@@ -21,7 +21,6 @@ import math
 import numpy as np
 
 from stint.model.allocation import Plan
-from stint.model.job import JobSpec
 from stint.policies.base import ClusterView, JobStatus
 from stint.policies.oasis import OASiS, dp_job
 from stint.policies.oasis_core import DPJob, Schedule, best_schedule, commit
@@ -49,20 +48,20 @@ class OASiSReplan(OASiS):
         now_slot = math.floor(view.now / self.slot_s + 1e-9)
         for st in view.jobs:
             if st.job_id in self.committed and st.job_id not in plan.future:
-                self._replan(st, now_slot, plan)
+                self._replan(st, now_slot, plan, st.spec.work - st.work_done_at(view.now))
         return plan
 
-    def _replan(self, st: JobStatus, now: int, plan: Plan) -> None:
+    def _replan(self, st: JobStatus, now: int, plan: Plan, remaining: float) -> None:
         assert self.worker_prices is not None and self.groups is not None
         job, old = self.committed[st.job_id]
-        if st.remaining_work <= 0:
+        if remaining <= 0:
             return
         rest = _tail(old, now)
         old_payoff = -math.inf  # the old plan ran out with work left (mechanism costs): re-plan
         if rest is not None:
             commit(job, rest, self.worker_prices, self.ps_prices, sign=-1)
             old_payoff = rest.utility - self._cost(job, rest)
-        new_job = self._remaining_job(st.spec, st, now)
+        new_job = self._remaining_job(st, now, remaining)
         new = None
         if not isinstance(new_job, str):
             new = best_schedule(new_job, self.worker_prices, self.ps_prices, new_job.arrival_slot
@@ -84,10 +83,11 @@ class OASiSReplan(OASiS):
         plan.future[st.job_id] = tuple(
             s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
 
-    def _remaining_job(self, spec: JobSpec, st: JobStatus, now: int) -> DPJob | str:
+    def _remaining_job(self, st: JobStatus, now: int, remaining: float) -> DPJob | str:
         assert self.groups is not None
+        spec = st.spec
         penalty = self.change_cost_s * st.allocation.num_workers if st.allocation else 0.0
-        fraction = min(1.0, (st.remaining_work + penalty) / spec.work)
+        fraction = min(1.0, (remaining + penalty) / spec.work)
         end = self.end_slot if self.end_slot is not None else now + self.horizon
         return dp_job(spec, now, end, self.slot_s, self.groups, self.max_quanta, fraction)
 
