@@ -81,16 +81,24 @@ def wait_ready(tmp: Path, job: str, n: int = 1) -> None:
     wait_for(lambda: all((d / f"{r}.ready").exists() for r in range(n)), what=f"{job} ready")
 
 
-def wait_exit(ex: object, job: str, timeout: float = 30.0) -> JobExit:
-    """Poll until ``job`` is reported; fail if any exit is reported twice meanwhile."""
-    found: list[JobExit] = []
+_UNCLAIMED: dict[int, list[JobExit]] = {}  # exits polled while waiting for another job
+
+
+def wait_exit(ex: SupervisedExecutor, job: str, timeout: float = 30.0) -> JobExit:
+    """Poll until ``job`` is reported; fail if any exit is reported twice meanwhile.
+
+    Exits of other jobs seen on the way are kept for a later ``wait_exit`` on the same executor.
+    """
+    pending = _UNCLAIMED.setdefault(id(ex), [])
 
     def step() -> bool:
-        for e in ex.poll():  # type: ignore[attr-defined]
-            if e.job_id == job:
-                found.append(e)
-        return bool(found)
+        pending.extend(ex.poll())
+        keys = [(e.job_id, e.attempt) for e in pending]
+        assert len(keys) == len(set(keys)), f"an exit was reported twice: {keys}"
+        return any(e.job_id == job for e in pending)
 
     wait_for(step, timeout, what=f"exit of {job}")
+    found = [e for e in pending if e.job_id == job]
     assert len(found) == 1
+    pending.remove(found[0])
     return found[0]
