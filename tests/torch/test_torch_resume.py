@@ -86,3 +86,15 @@ def test_without_a_checkpoint_directory_the_script_just_runs(tmp_path):
     after, job = train(None, steps=3)
     assert len(after) == 3 and job.store is None and job.checkpoint_step is None
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+
+
+def test_background_checkpoints_hold_the_state_of_their_own_step(tmp_path):
+    reference, _ = train(tmp_path / "ref", steps=12)
+    _, job = train(tmp_path / "job", steps=12, interval=stint.Interval(steps=3), keep=5)
+    store = CheckpointStore(tmp_path / "job")
+    assert [c.step for c in store.checkpoints()] == [12, 9, 6, 3]
+    for ckpt in store.checkpoints():  # written on a thread while training went on: still exact
+        saved = store.load(ckpt)["tracked"]["model"]
+        assert tuple(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                     for t in saved.values()) == reference[ckpt.step]
+    assert job.last_save is not None and job.last_save.step == 12

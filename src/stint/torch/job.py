@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -30,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from stint.torch import rng, signals
+from stint.torch import codec, rng, signals
 from stint.torch.env import JobEnv, JobEnvError, read_env
 from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree
 from stint.torch.interval import Interval
@@ -53,6 +54,7 @@ class Job:
         interval: Interval | None = None,
         keep: int = 2,
         final_checkpoint: bool = True,
+        background: bool = True,
         counters: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
@@ -68,6 +70,9 @@ class Job:
         self.final_checkpoint = final_checkpoint
         self.store = CheckpointStore(env.ckpt_dir, keep=keep) if env.ckpt_dir else None
         self.last_save: SaveStats | None = None
+        self.background = background
+        self._in_flight: threading.Thread | None = None
+        self._write_error: BaseException | None = None
         self.checkpoint_step: int | None = None
         self._clock = clock
         self._agreed: int | None = None
@@ -168,49 +173,78 @@ class Job:
             gc.freeze()  # interpreter teardown then skips collecting torch's object graph: ~1.5 s faster
             raise SystemExit(PREEMPTED_EXIT_CODE)
         if flags & CHECKPOINT and self.step > self._last_ckpt_step:
-            self._checkpoint()
+            self._checkpoint(background=self.background)
 
-    def _checkpoint(self) -> None:
-        """Write one checkpoint for the whole job at the current boundary (all workers call this)."""
+    def _checkpoint(self, background: bool = False) -> None:
+        """Write one checkpoint for the whole job at the current boundary (all workers call this).
+
+        ``background`` (periodic checkpoints): rank 0 snapshots the state to memory and writes it
+        on a thread while training goes on (CheckFreq's snapshot/persist split); at most one
+        write is in flight, and the next checkpoint, the stop and the exit wait for it.
+        """
         if self.store is None or self.checkpoint_step == self.step:
             return
-        if self._swapper is None:
-            rngs = {self.env.logical_ranks[0]: rng.capture()}
-        else:
-            rngs = self._swapper.states()
+        t0 = self._clock()
+        rngs = {self.env.logical_ranks[0]: rng.capture()} if self._swapper is None else self._swapper.states()
         if self.env.world_size > 1:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
             dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)
             rngs = {lr: s for part in parts for lr, s in part.items()} if self.env.rank == 0 else {}
-        outcome: list[Any] = [None]
+        outcome: list[Any] = [("ok", None)]
         if self.env.rank == 0:
             try:
-                state = {
-                    "tracked": {name: obj.state_dict() for name, obj in self.tracked.items()},
-                    "counters": self.counters,
-                    "rng": rngs,
-                }
-                meta = {
-                    "job_id": self.env.job_id,
-                    "logical_world_size": self.env.logical_world_size,
-                    "world_size": self.env.world_size,
-                    "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
-                }
-                self.last_save = self.store.save(self.step, state, meta)
-                outcome = [("ok", self.last_save.seconds)]
+                self._write(rngs, background)
             except BaseException as e:
-                outcome = [("error", f"{type(e).__name__}: {e}")]
-                self._broadcast(outcome)
+                self._broadcast([("error", f"{type(e).__name__}: {e}")])
                 raise
         self._broadcast(outcome)
         status, value = outcome[0]
         if status != "ok":
             raise RuntimeError(f"stint: rank 0 failed to write the checkpoint of step {self.step}: {value}")
-        cost = float(value)
+        cost = self._clock() - t0  # what the job was blocked for: Daly's C
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
         self.checkpoint_step = self.step
         self._last_ckpt_clock, self._last_ckpt_step = self._clock(), self.step
         self._write_status("running", force=True)
+
+    def _write(self, rngs: dict[int, Any], background: bool) -> None:
+        """Rank 0: save the job's state (after any write still in flight)."""
+        assert self.store is not None
+        self._wait_for_write()
+        state = {
+            "tracked": {name: obj.state_dict() for name, obj in self.tracked.items()},
+            "counters": self.counters,
+            "rng": rngs,
+        }
+        meta = {
+            "job_id": self.env.job_id,
+            "logical_world_size": self.env.logical_world_size,
+            "world_size": self.env.world_size,
+            "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
+        }
+        if not background:
+            self.last_save = self.store.save(self.step, state, meta)
+            return
+        skeleton, tensors = codec.split(state)  # a private copy: training mutates the originals
+        snapshot = codec.join(skeleton, [t.detach().clone() for t in tensors])
+        store, step = self.store, self.step
+
+        def persist() -> None:
+            try:
+                self.last_save = store.save(step, snapshot, meta)
+            except Exception as e:  # noqa: BLE001 - re-raised by _wait_for_write on the training thread
+                self._write_error = e
+
+        self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
+        self._in_flight.start()
+
+    def _wait_for_write(self) -> None:
+        if self._in_flight is not None:
+            self._in_flight.join()
+            self._in_flight = None
+        if self._write_error is not None:
+            error, self._write_error = self._write_error, None
+            raise RuntimeError(f"stint: a background checkpoint write failed: {error}") from error
 
     def _broadcast(self, objs: list[Any]) -> None:
         if self.env.world_size > 1:
@@ -282,6 +316,7 @@ class Job:
                 offset += b.numel()
 
     def _close(self) -> None:
+        self._wait_for_write()
         signals.disarm()
         signals.reset()
         if self._owns_group and dist.is_initialized():
@@ -331,6 +366,7 @@ def init(
     interval: Interval | None = None,
     keep: int = 2,
     final_checkpoint: bool = True,
+    background: bool = True,
     counters: dict[str, Any] | None = None,
     **tracked: Any,
 ) -> Job:
@@ -340,8 +376,9 @@ def init(
     GradScaler: anything with ``state_dict``/``load_state_dict``). ``counters`` are picklable user
     values kept in ``job.counters``. ``logical_world_size`` and ``ckpt_dir`` apply when the
     environment does not set them (running by hand); without a checkpoint directory the job
-    runs but neither checkpoints nor intercepts signals.
+    runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
+    are written on a thread from an in-memory snapshot (preemption and final ones never are).
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep,
-               final_checkpoint=final_checkpoint, counters=counters)
+               final_checkpoint=final_checkpoint, background=background, counters=counters)
