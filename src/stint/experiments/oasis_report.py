@@ -53,6 +53,32 @@ def assemble(out: Path) -> None:
                                    "off its plots (±2% of the axis).\n\n" + "\n".join(parts))
 
 
+def _section(out: Path, figure: str, lines: list[str]) -> str:
+    """Write the figure's Markdown section and rebuild ``report.md``; return the section."""
+    text = "\n".join(lines)
+    (out / f"{figure}.md").write_text(text)
+    assemble(out)
+    return text
+
+
+def _line_plot(path: Path, xs: Sequence[int], series: dict[str, list[np.ndarray]], xlabel: str,
+               ylabel: str, title: str) -> None:
+    """One line per series with mean ± std error bars at each x."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, values in series.items():
+        ax.errorbar(xs, [v.mean() for v in values], yerr=[v.std() for v in values], marker="o",
+                    capsize=3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     """Total utility vs number of jobs, per policy."""
     g = group(rows, ("jobs", "policy"), "utility")
@@ -64,20 +90,8 @@ def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
         ("jobs", "policy", "total_utility"))
     write_csv(out / "oasis-fig3-seeds.csv", rows, ("jobs", "policy", "seed", "utility",
                                                    "rejected", "finished"))
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for p in policies:
-        m = [g[(n, p)].mean() for n in loads]
-        s = [g[(n, p)].std() for n in loads]
-        ax.errorbar(loads, m, yerr=s, marker="o", capsize=3, label=p)
-    ax.set_xlabel("number of jobs")
-    ax.set_ylabel("total utility")
-    ax.set_title(f"Fig. 3 (T = 300, H = K = 50), {len(seeds)} seeds")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "oasis-fig3.png", dpi=120)
-    plt.close(fig)
+    _line_plot(out / "oasis-fig3.png", loads, {p: [g[(n, p)] for n in loads] for p in policies},
+               "number of jobs", "total utility", f"Fig. 3 (T = 300, H = K = 50), {len(seeds)} seeds")
     lines = ["## Fig. 3: total utility vs number of jobs (T = 300)", "",
              "| jobs | " + " | ".join(f"{p} (ours / paper)" for p in policies) +
              " | OASiS ÷ best baseline (ours / paper) |",
@@ -86,14 +100,11 @@ def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
         cells = [f"{_ms(g[(n, p)])} / {paper.FIG3.get(p, {}).get(n, '–')}" for p in policies]
         base = [p for p in policies if p != "oasis" and not p.startswith("oasis-")]
         ours = g[(n, "oasis")].mean() / max(g[(n, p)].mean() for p in base)
-        theirs = paper.FIG3["oasis"][n] / max(paper.FIG3[p][n] for p in paper.FIG3
-                                              if p != "oasis")
-        lines.append(f"| {n} | " + " | ".join(cells) + f" | {ours:.2f}× / {theirs:.2f}× |")
+        theirs = (f"{paper.FIG3['oasis'][n] / max(paper.FIG3[p][n] for p in base):.2f}×"
+                  if n in paper.FIG3["oasis"] else "–")
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {ours:.2f}× / {theirs} |")
     lines += ["", f"Seeds: {list(seeds)}. Per-run values: `oasis-fig3-seeds.csv`.", ""]
-    text = "\n".join(lines)
-    (out / "oasis-fig3.md").write_text(text)
-    assemble(out)
-    return text
+    return _section(out, "oasis-fig3", lines)
 
 
 def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
@@ -133,10 +144,7 @@ def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
         lines.append(f"| {s['policy']} | {s['class']} | {s['jobs']} | {s['median']:.1f} / {ref} "
                      f"| [{s['q1']:.1f}, {s['q3']:.1f}] | [{s['p5']:.1f}, {s['p95']:.1f}] |")
     lines += ["", f"Seeds: {list(seeds)} (jobs pooled over seeds).", ""]
-    text = "\n".join(lines)
-    (out / "oasis-fig4.md").write_text(text)
-    assemble(out)
-    return text
+    return _section(out, "oasis-fig4", lines)
 
 
 def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
@@ -188,10 +196,7 @@ def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     lines += ["", (f"OPT solved to optimality in {n_opt} of {len(runs)} instances (others: "
                    f"best solution within the time limit). Worst single instance: {worst:.2f}. "
                    f"Seeds: {list(seeds)}."), ""]
-    text = "\n".join(lines)
-    (out / "oasis-fig5.md").write_text(text)
-    assemble(out)
-    return text
+    return _section(out, "oasis-fig5", lines)
 
 
 def _servers_of(g: dict[tuple[Any, ...], np.ndarray], rg: str) -> list[int]:
@@ -208,19 +213,9 @@ def fig6(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
                                                                   "total_utility"))
     write_csv(out / "oasis-fig6-seeds.csv", rows, ("percent", "jobs", "seed", "utility",
                                                    "rejected", "finished"))
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for p in percents:
-        ax.errorbar(loads, [g[(p, n)].mean() for n in loads], yerr=[g[(p, n)].std() for n in loads],
-                    marker="o", capsize=3, label=f"U, L at {p}%")
-    ax.set_xlabel("number of jobs")
-    ax.set_ylabel("total utility (OASiS)")
-    ax.set_title("Fig. 6: misestimated U and L (T = 300)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "oasis-fig6.png", dpi=120)
-    plt.close(fig)
+    _line_plot(out / "oasis-fig6.png", loads,
+               {f"U, L at {p}%": [g[(p, n)] for n in loads] for p in percents},
+               "number of jobs", "total utility (OASiS)", "Fig. 6: misestimated U and L (T = 300)")
     lines = ["## Fig. 6: OASiS with U and L estimated at a % of their actual values (T = 300)", "",
              "| U, L at | " + " | ".join(f"{n} jobs (ours / paper)" for n in loads) + " |",
              "|---" * (1 + len(loads)) + "|"]
@@ -229,7 +224,4 @@ def fig6(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
         lines.append(f"| {p}% | " + " | ".join(f"{_ms(g[(p, n)])} / {ref.get(n, '–')}"
                                                 for n in loads) + " |")
     lines += ["", f"Seeds: {list(seeds)}.", ""]
-    text = "\n".join(lines)
-    (out / "oasis-fig6.md").write_text(text)
-    assemble(out)
-    return text
+    return _section(out, "oasis-fig6", lines)

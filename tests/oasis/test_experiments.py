@@ -1,0 +1,63 @@
+"""The figure pipeline: offline optimum, runners, report files, the CLI."""
+
+import csv
+
+import pytest
+from typer.testing import CliRunner
+
+from stint.cli import app
+from stint.experiments import oasis_figs as figs
+from stint.experiments.opt import solve_opt
+from stint.experiments.slot_eval import evaluate
+from stint.experiments.workload import make_workload
+
+TINY = {"jobs": 6, "horizon": 6, "workers": 2, "ps": 2, "scale": 0.1, "window": 4}
+
+
+def test_opt_is_an_upper_bound_on_oasis():
+    for seed in (1, 2):
+        wl = make_workload(seed, **TINY)
+        oasis = evaluate(figs.build_policy("oasis", wl, max_quanta=512), wl.cluster, wl.jobs,
+                         wl.horizon, wl.slot_s)
+        opt = solve_opt(wl, time_limit_s=20.0)
+        assert opt.optimal
+        assert opt.utility >= oasis.total_utility - 1e-6
+        assert opt.bound >= opt.utility - 1e-6
+
+
+def test_fig3_writes_csv_png_and_report(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    # tiny workloads, labelled as the paper's loads so that its numbers are looked up
+    tasks = [figs.Task("total", s, {**TINY, "jobs": n}, p, tags={"jobs": label})
+             for p in ("oasis", "fifo-fixed") for n, label in ((4, 100), (6, 200)) for s in (1, 2)]
+    rows = figs.run_all(tasks, processes=1)
+    text = report.fig3(rows, tmp_path, [1, 2])
+    with (tmp_path / "oasis-fig3.csv").open() as f:
+        got = list(csv.reader(f))
+    assert got[0] == ["jobs", "policy", "total_utility"]
+    assert len(got) == 1 + 2 * 2  # one row per (jobs, policy), mean over seeds
+    assert (tmp_path / "oasis-fig3.png").stat().st_size > 1000
+    assert "OASiS ÷ best baseline" in text and "2966" in text  # the paper's number beside ours
+    assert "Fig. 3" in (tmp_path / "report.md").read_text()
+
+
+def test_cli_runs_a_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(figs, "fig6_tasks", lambda seeds: [
+        figs.Task("total", s, {**TINY, "jobs": 5}, "oasis", {"bound_scale": sc},
+                  {"jobs": 5, "percent": round(sc * 100)}) for sc in (0.5, 1.0) for s in seeds])
+    res = CliRunner().invoke(app, ["experiment", "oasis-fig6", "--out", str(tmp_path),
+                                   "--seeds", "2", "--processes", "1"])
+    assert res.exit_code == 0, res.output
+    for name in ("oasis-fig6.csv", "oasis-fig6.png", "report.md"):
+        assert (tmp_path / name).exists()
+    bad = CliRunner().invoke(app, ["experiment", "oasis-fig6", "--out", str(tmp_path),
+                                   "--seeds", "0"])
+    assert bad.exit_code != 0
+
+
+@pytest.mark.parametrize("make_tasks", [figs.fig3_tasks, figs.fig4_tasks, figs.fig5_tasks,
+                                        figs.fig6_tasks])
+def test_task_lists_cover_the_paper_grid(make_tasks):
+    tasks = make_tasks([1])
+    assert tasks and all(t.seed == 1 for t in tasks)
