@@ -98,3 +98,17 @@ def test_background_checkpoints_hold_the_state_of_their_own_step(tmp_path):
         assert tuple(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
                      for t in saved.values()) == reference[ckpt.step]
     assert job.last_save is not None and job.last_save.step == 12
+
+
+def test_a_stop_file_is_a_stop_request(tmp_path, monkeypatch):
+    stop = tmp_path / "stop.json"
+    monkeypatch.setenv("STINT_STOP_FILE", str(stop))
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    job = stint.init(model=model, ckpt_dir=tmp_path / "ck")
+    with pytest.raises(SystemExit) as stopped:
+        for step in job.steps(10):
+            if step == 3:
+                stop.write_text('{"kind": "stop"}')  # what the executor writes besides SIGUSR1
+    assert stopped.value.code == stint.PREEMPTED_EXIT_CODE
+    assert [c.step for c in CheckpointStore(tmp_path / "ck").checkpoints()] == [4]

@@ -2,8 +2,9 @@
 
 The contract (docs/torch-sdk.md): ``STINT_JOB_ID``, ``STINT_RANK``, ``STINT_WORLD_SIZE`` (P physical
 workers), ``STINT_LOGICAL_WORLD_SIZE`` (L logical ranks, P divides L), ``STINT_CKPT_DIR``,
-``STINT_MASTER_ADDR``, ``STINT_MASTER_PORT``, optional ``STINT_STATUS_FILE`` and the optional
-extension ``STINT_LOGICAL_RANKS`` (the logical ranks this worker hosts, e.g. ``"2,3"``).
+``STINT_MASTER_ADDR``, ``STINT_MASTER_PORT``, optional ``STINT_STATUS_FILE`` and
+``STINT_STOP_FILE`` (a stop request when it exists), and the optional extension
+``STINT_LOGICAL_RANKS`` (the logical ranks this worker hosts, e.g. ``"2,3"``).
 Without them a script runs as one worker hosting every logical rank (P = 1).
 """
 
@@ -32,6 +33,7 @@ class JobEnv:
     master_addr: str
     master_port: int
     status_file: Path | None
+    stop_file: Path | None = None
 
     @property
     def per_worker(self) -> int:
@@ -89,6 +91,7 @@ def read_env(
         raise JobEnvError(f"STINT_RANK={rank} is outside [0, STINT_WORLD_SIZE={p})")
     ckpt = env.get("STINT_CKPT_DIR") or (os.fspath(ckpt_dir) if ckpt_dir is not None else None)
     status = env.get("STINT_STATUS_FILE") or None
+    stop = env.get("STINT_STOP_FILE") or None
     return JobEnv(
         job_id=env.get("STINT_JOB_ID", "local"),
         rank=rank,
@@ -99,4 +102,5 @@ def read_env(
         master_addr=env.get("STINT_MASTER_ADDR") or env.get("MASTER_ADDR") or "127.0.0.1",
         master_port=_int(env, "STINT_MASTER_PORT", _int(env, "MASTER_PORT", 29500)),
         status_file=Path(status) if status else None,
+        stop_file=Path(stop) if stop else None,
     )

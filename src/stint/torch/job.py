@@ -154,7 +154,8 @@ class Job:
     # ---- boundaries, agreement and checkpoints -------------------------------------------
     def _local_flags(self, boundary: int) -> int:
         """This worker's vote for the boundary before step ``boundary``."""
-        flags = STOP if signals.requested() else 0
+        stop_file = self.env.stop_file
+        flags = STOP if signals.requested() or (stop_file is not None and stop_file.exists()) else 0
         if self.env.rank == 0 and self.store is not None:
             since = self._clock() - self._last_ckpt_clock
             if self.interval.due(boundary - self._last_ckpt_step, since, self._cost):
@@ -324,9 +325,9 @@ class Job:
             self._owns_group = False
 
     def _write_status(self, state: str, *, force: bool) -> None:
-        path = self.env.status_file
+        path = self.env.status_file  # one file per job: rank 0 speaks for it
         now = self._clock()
-        if path is None or (not force and now - self._status_at < _STATUS_EVERY):
+        if path is None or self.env.rank != 0 or (not force and now - self._status_at < _STATUS_EVERY):
             return
         self._status_at = now
         body = {
