@@ -100,3 +100,23 @@ def test_relaunch_adopts_a_supervisor_whose_pid_file_was_never_written(
     ex.request_stop("gap")
     assert wait_exit(ex, "gap").outcome is Outcome.CHECKPOINTED
     assert (tmp_path / "ckpt/gap/runs").read_text() == "x"
+
+
+@pytest.mark.parametrize("backend", ["ray"])
+def test_a_ray_actor_that_dies_fails_its_attempt_and_takes_its_worker_along(
+    make_ex: MakeExecutor, tmp_path: Path
+):
+    import ray
+
+    ex = make_ex()
+    ex.launch(gang(tmp_path, "doomed", TRAP_USR1, n=2, nodes=("node-0", "node-1")))
+    wait_ready(tmp_path, "doomed", 2)
+    d = tmp_path / "state/jobs/doomed/0"
+    worker = json.loads((d / "rank-1.child").read_text())
+    actor = ray.get_actor(f"stint/{ex.sid}/doomed/0/1", namespace="stint")
+    ray.kill(actor, no_restart=True)  # as if its node had died
+    e = wait_exit(ex, "doomed")
+    assert e.outcome is Outcome.FAILED
+    assert e.reason == "rank 1: its supervisor died without recording the worker's exit"
+    assert e.exit_codes[0] == -signal.SIGKILL  # the rest of the gang was stopped
+    wait_for(lambda: proc_start_ticks(worker["pid"]) is None, what="the orphaned worker to die")

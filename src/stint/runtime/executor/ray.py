@@ -33,7 +33,7 @@ from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
 from stint.runtime.executor.supervised import PENDING_TIMEOUT_S, SHIM_PATH, SupervisedExecutor
 
 NAMESPACE = "stint"
-PROBE_TIMEOUT_S = 2.0  # an actor that cannot answer this fast is still being scheduled
+PROBE_WAIT_S = 0.05  # longest a probe blocks; slower answers are picked up by the next one
 
 
 class WorkerHost:
@@ -94,6 +94,8 @@ class RayExecutor(SupervisedExecutor):
             ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR")
         self._actor_cls = ray.remote(WorkerHost)
         self._handles: dict[str, Any] = {}
+        self._pings: dict[str, Any] = {}  # outstanding alive() calls, by actor name
+        self._known: dict[str, bool] = {}  # last answer, by actor name
         super().__init__(state_dir, self._discover_nodes(), term_grace_s)
         if not self._nodes:
             raise ExecutorError(
@@ -109,6 +111,7 @@ class RayExecutor(SupervisedExecutor):
     def close(self) -> None:
         super().close()
         self._handles.clear()
+        self._pings.clear()
         if self._owns_ray:
             self._ray.shutdown()
 
@@ -157,27 +160,31 @@ class RayExecutor(SupervisedExecutor):
     def _alive_many(
         self, ws: Sequence[WorkerLaunch], d: Path, launched_at: float
     ) -> dict[int, bool | None]:
+        """Ask the actors, waiting at most PROBE_WAIT_S: an unanswered ping stays outstanding
+        and the rank keeps its last known state (None = starting) until the answer comes."""
         out: dict[int, bool | None] = {}
-        refs = {}
+        asked: dict[int, tuple[str, Any]] = {}
         for w in ws:
+            name = self._name(w)
             h = self._handle(w)
             if h is None:  # not (yet) registered, or already released
                 out[w.rank] = None if time.time() - launched_at < PENDING_TIMEOUT_S else False
-            else:
-                refs[w.rank] = h.alive.remote()
-        if refs:
-            ready, _ = self._ray.wait(
-                list(refs.values()), num_returns=len(refs), timeout=PROBE_TIMEOUT_S
-            )
+                continue
+            if name not in self._pings:
+                self._pings[name] = h.alive.remote()
+            asked[w.rank] = (name, self._pings[name])
+        if asked:
+            refs = [ref for _, ref in asked.values()]
+            ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=PROBE_WAIT_S)
             done = set(ready)
-            for rank, ref in refs.items():
-                if ref not in done:
-                    out[rank] = None  # still being placed or started
-                    continue
-                try:
-                    out[rank] = bool(self._ray.get(ref))
-                except self._ray.exceptions.RayActorError:
-                    out[rank] = False
+            for rank, (name, ref) in asked.items():
+                if ref in done:
+                    del self._pings[name]
+                    try:
+                        self._known[name] = bool(self._ray.get(ref))
+                    except self._ray.exceptions.RayActorError:
+                        self._known[name] = False
+                out[rank] = self._known.get(name)
         return out
 
     def _is_alive(self, w: WorkerLaunch, attempt_dir: Path, launched_at: float) -> bool | None:
@@ -196,4 +203,5 @@ class RayExecutor(SupervisedExecutor):
             h = self._handle(w)
             if h is not None:
                 self._ray.kill(h, no_restart=True)
-            self._handles.pop(self._name(w), None)
+            for table in (self._handles, self._pings, self._known):
+                table.pop(self._name(w), None)
