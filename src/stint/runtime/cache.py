@@ -125,10 +125,11 @@ class JobCache:
 
 
 def _plain(job: Job) -> bool:
-    if job.state not in ("queued", "preempted") or job.target:
+    d = job.__dict__  # loaded column values, without the ORM descriptors' cost (see view.py)
+    if d["state"] not in ("queued", "preempted") or d["target"]:
         return False
-    return not (job.cancel_requested or job.preempt_requested or job.pin_workers is not None
-                or job.pin_node is not None)
+    return not (d["cancel_requested"] or d["preempt_requested"] or d["pin_workers"] is not None
+                or d["pin_node"] is not None)
 
 
 def _chunks(ids: list[int]) -> Iterable[list[int]]:
