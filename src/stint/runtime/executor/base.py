@@ -41,6 +41,9 @@ from scratch if it never wrote one).
 
 Changes to this interface are announced here.
 - v1 (initial).
+- v1.1: ``WorkerLaunch.cwd`` (optional working directory, default None = the executor's).
+- v1.2: the executors are ``local.LocalExecutor(state_dir, nodes, gpus_per_node)`` and
+  ``ray.RayExecutor(state_dir, address=None)`` (address defaults to ``$RAY_ADDRESS``).
 """
 
 from __future__ import annotations
