@@ -102,3 +102,14 @@ def wait_exit(ex: SupervisedExecutor, job: str, timeout: float = 30.0) -> JobExi
     assert len(found) == 1
     pending.remove(found[0])
     return found[0]
+
+
+def launch_then_stop(
+    ex: SupervisedExecutor, tmp: Path, job: str, code: str, grace_s: float, n: int = 1
+) -> JobExit:
+    """Launch ``n`` workers of ``code`` (one per node), wait until they are ready, stop, wait."""
+    ex.launch(gang(tmp, job, code, n=n, nodes=("node-0", "node-1")))
+    wait_ready(tmp, job, n)
+    assert ex.running() == {job: 0}
+    ex.request_stop(job, grace_s=grace_s)
+    return wait_exit(ex, job)

@@ -14,6 +14,7 @@ from exec_helpers import (
     TRAP_USR1,
     MakeExecutor,
     gang,
+    launch_then_stop,
     wait_exit,
     wait_for,
     wait_ready,
@@ -98,11 +99,7 @@ def test_a_failed_worker_takes_down_its_gang(make_ex: MakeExecutor, tmp_path: Pa
 
 def test_stop_request_checkpoints_with_exit_75(make_ex: MakeExecutor, tmp_path: Path):
     ex = make_ex()
-    ex.launch(gang(tmp_path, "s", TRAP_USR1, n=2, nodes=("node-0", "node-1")))
-    wait_ready(tmp_path, "s", 2)
-    assert ex.running() == {"s": 0}
-    ex.request_stop("s", grace_s=30)
-    e = wait_exit(ex, "s")
+    e = launch_then_stop(ex, tmp_path, "s", TRAP_USR1, grace_s=30, n=2)
     assert (e.outcome, dict(e.exit_codes)) == (Outcome.CHECKPOINTED, {0: 75, 1: 75})
     assert ex.running() == {}
 
@@ -110,11 +107,7 @@ def test_stop_request_checkpoints_with_exit_75(make_ex: MakeExecutor, tmp_path: 
 def test_stop_of_a_script_without_the_sdk_is_a_restart_from_scratch(
     make_ex: MakeExecutor, tmp_path: Path
 ):
-    ex = make_ex()
-    ex.launch(gang(tmp_path, "n", NO_SDK_SLEEP))
-    wait_ready(tmp_path, "n")
-    ex.request_stop("n", grace_s=30)
-    e = wait_exit(ex, "n")
+    e = launch_then_stop(make_ex(), tmp_path, "n", NO_SDK_SLEEP, grace_s=30)
     assert e.outcome is Outcome.STOPPED
     assert e.exit_codes == {0: -signal.SIGUSR1}
     assert "killed by SIGUSR1" in e.reason and "from scratch" in e.reason
@@ -123,11 +116,7 @@ def test_stop_of_a_script_without_the_sdk_is_a_restart_from_scratch(
 def test_stop_escalates_to_sigkill_when_the_worker_ignores_it(
     make_ex: MakeExecutor, tmp_path: Path
 ):
-    ex = make_ex()
-    ex.launch(gang(tmp_path, "stubborn", IGNORE_ALL))
-    wait_ready(tmp_path, "stubborn")
-    ex.request_stop("stubborn", grace_s=0.3)
-    e = wait_exit(ex, "stubborn")
+    e = launch_then_stop(make_ex(), tmp_path, "stubborn", IGNORE_ALL, grace_s=0.3)
     assert (e.outcome, dict(e.exit_codes)) == (Outcome.STOPPED, {0: -signal.SIGKILL})
     log = (tmp_path / "logs/stubborn.log").read_text()
     assert "SIGTERM to the worker" in log and "SIGKILL" in log  # the supervisor says what it did
