@@ -26,10 +26,12 @@ STEPS = 14
 ARGS = ["--model", "cnn", "--steps", str(STEPS), "--batch-size", "32", "--log-every", "1", "--sleep", "0.05"]
 
 
-def run_job(workers: int, ckpt: Path, out: Path, stop_after: int | None = None, placement=None):
-    """Run the job on ``workers`` processes; SIGUSR1 all once rank 0 logged step ``stop_after``.
+def run_job(workers: int, ckpt: Path, out: Path, stop_after: int | None = None, placement=None,
+            signalled=None):
+    """Run the job on ``workers`` processes; SIGUSR1 the ranks in ``signalled`` (default: all) once
+    rank 0 logged step ``stop_after``.
 
-    Returns (combined exit code, {step: parameter digest} logged by rank 0).
+    Returns (every worker's exit code, {step: parameter digest} logged by rank 0).
     """
     extra = [{"STINT_LOGICAL_RANKS": ",".join(map(str, r))} for r in placement] if placement else None
     outs = [out.with_suffix(f".{r}.txt") for r in range(workers)]
@@ -42,12 +44,14 @@ def run_job(workers: int, ckpt: Path, out: Path, stop_after: int | None = None, 
         digests = _parse(lines)
         if stop_after is not None and max((s for s in digests if s != "done"), default=0) >= stop_after:
             stop_after = None
-            for p in procs:
-                p.send_signal(signal.SIGUSR1)
+            for r, p in enumerate(procs):
+                if signalled is None or r in signalled:
+                    p.send_signal(signal.SIGUSR1)
         if done:
             break
         time.sleep(0.01)
-    return launch.wait(procs), digests
+    launch.wait(procs)
+    return [p.poll() for p in procs], digests
 
 
 def _parse(lines: list[str]) -> dict:
@@ -87,18 +91,20 @@ def reference(tmp_path_factory) -> dict:
 
 def test_resize_4_2_4_and_4_1_and_migration_follow_the_unresized_run_bitwise(tmp_path, reference, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
-    code, first = run_job(4, a, tmp_path / "p1", stop_after=3)
-    assert code == 75
+    codes, first = run_job(4, a, tmp_path / "p1", stop_after=3)
+    assert codes == [75] * 4
     (cut,) = [c.step for c in CheckpointStore(a).checkpoints()]  # one checkpoint for the job
     assert 4 <= cut <= 6 and max(first) == cut  # stopped within two steps of the request
     shutil.copytree(a, b)  # migration: the checkpoint moves to "another node"
-    # 4 -> 2, with the logical ranks placed the other way round on the two workers.
-    code, second = run_job(2, a, tmp_path / "p2", stop_after=cut + 3, placement=[(2, 3), (0, 1)])
-    assert code == 75
+    # 4 -> 2, with the logical ranks placed the other way round on the two workers; only rank 1
+    # is asked to stop: the agreement on the step's collective stops rank 0 at the same boundary.
+    codes, second = run_job(2, a, tmp_path / "p2", stop_after=cut + 3, placement=[(2, 3), (0, 1)],
+                            signalled={1})
+    assert codes == [75, 75]
     cut2 = _newest_checkpoint(a)
     assert cut < cut2 < STEPS and max(second) == cut2
-    code, third = run_job(4, a, tmp_path / "p3")  # 2 -> 4
-    assert code == 0
+    codes, third = run_job(4, a, tmp_path / "p3")  # 2 -> 4
+    assert codes == [0] * 4
     assert {**first, **second, **third} == reference
     single = run_in_process(b, monkeypatch)  # 4 -> 1 on the migrated copy
     assert single == {s: d for s, d in reference.items() if s == "done" or s > cut}
