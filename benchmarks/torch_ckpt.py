@@ -13,6 +13,8 @@ For each size, in one run:
    and imports, building the model, stint.init (finding, reading and verifying the checkpoint), and
    the first step; cold (a fresh interpreter) and warm (forked from a fork server that has already
    imported torch: what an executor with a warm pool would get).
+Also: the first and the next checkpoint of a fine-tuning job with all but one layer frozen
+(deduplicated blobs: the incremental checkpoint writes only what changed).
 
 Run:  .venv/bin/python benchmarks/torch_ckpt.py [--sizes 10,100,1000] [--dir /tmp/...]
 """
@@ -193,6 +195,32 @@ def write_throughput(mb: float, directory: Path, rounds: int = 5) -> dict[str, f
     }
 
 
+def incremental(directory: Path, layers: int = 30) -> str:
+    """Fine-tuning: every layer but the last frozen. First checkpoint versus the next one."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
+    for p in model[:-1].parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4, momentum=0.9)
+    x = torch.randn(4, WIDTH)
+    store = CheckpointStore(directory / "incremental", keep=2)
+    sizes = []
+    for step in (1, 2):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        sizes.append(store.save(step, {"model": model.state_dict(), "opt": opt.state_dict()}))
+    shutil.rmtree(directory / "incremental")
+    first, second = sizes
+    return (f"incremental checkpoint, {layers - 1} of {layers} layers frozen: first "
+            f"{first.bytes_written / MB:.0f} MB written in {first.seconds:.2f} s, next "
+            f"{second.bytes_written / MB:.0f} MB of {second.bytes_total / MB:.0f} MB in {second.seconds:.2f} s "
+            f"({first.bytes_written / second.bytes_written:.0f}x smaller)")
+
+
 def _phases(r: dict[str, float]) -> str:
     return (f"{r['resume']:.2f} s ({r['python_and_imports']:.2f} / {r['build_model']:.2f} / "
             f"{r['init_load']:.2f} / {r['first_step']:.2f})")
@@ -204,12 +232,16 @@ def main() -> None:
     p.add_argument("--mb", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--sizes", default="10,100,1000", help="state sizes in MB")
     p.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
+    p.add_argument("--incremental-only", action="store_true", help="only the frozen-layers dedup figure")
     a = p.parse_args()
     if a.worker:
         worker(a)
         return
     base = Path(tempfile.mkdtemp(prefix="stint-ckpt-bench-", dir=a.dir))
     try:
+        print(incremental(base), flush=True)
+        if a.incremental_only:
+            return
         print("| state | disk seq. write, median (max) | checkpoint write, median | fraction (of max) | re-save (dedup) | load+verify "
               "| preemption latency (cut reached / checkpoint committed) | resume, cold | resume, warm |")
         print("|---|---|---|---|---|---|---|---|---|")
