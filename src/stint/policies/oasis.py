@@ -110,6 +110,9 @@ class OASiS:
     fixes U and L (else they are estimated from ``history`` and the jobs seen so far);
     ``bound_scale`` misestimates them (Fig. 6); ``max_quanta`` caps the DP's workload units;
     ``paper_eta`` applies (26)'s proof factor 1/(4η) to L (see ``oasis_bounds``).
+    With ``emit_future=False`` the schedule is not sent as ``Plan.future``: each slot's
+    allocations then arrive through the tick's plan, all jobs at once (a mechanism that enacts
+    future steps one job at a time could grow one job before another shrinks).
     """
 
     name = "oasis"
@@ -117,7 +120,8 @@ class OASiS:
     def __init__(self, slot_s: float = 3600.0, horizon_slots: int = 300,
                  end_slot: int | None = None, bounds: PriceBounds | None = None,
                  history: Sequence[JobSpec] = (), bound_scale: float = 1.0,
-                 max_quanta: int = DEFAULT_MAX_QUANTA, paper_eta: bool = False) -> None:
+                 max_quanta: int = DEFAULT_MAX_QUANTA, paper_eta: bool = False,
+                 emit_future: bool = True) -> None:
         if slot_s <= 0 or horizon_slots <= 0 or max_quanta <= 0:
             raise ValueError("oasis: slot_s, horizon_slots and max_quanta must be positive")
         self.tick_s: float | None = slot_s
@@ -129,6 +133,7 @@ class OASiS:
         self.bound_scale = bound_scale
         self.max_quanta = max_quanta
         self.paper_eta = paper_eta
+        self.emit_future = emit_future
         self.groups: HostGroups | None = None
         self.worker_prices: HostPrices | None = None
         self.ps_prices: HostPrices | None = None
@@ -176,11 +181,15 @@ class OASiS:
             return None
         commit(job, sched, self.worker_prices, self.ps_prices)
         self.committed[spec.job_id] = (job, sched)
-        steps = [(t * self.slot_s, self.allocation_at(spec.job_id, t))
-                 for t in range(max(a, now_slot + 1), sched.last_slot + 2)]
-        plan.future[spec.job_id] = tuple(
-            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
+        if self.emit_future:
+            self.emit_steps(spec.job_id, max(a, now_slot + 1), sched.last_slot + 1, plan)
         return sched
+
+    def emit_steps(self, job_id: str, first: int, last: int, plan: Plan) -> None:
+        """``Plan.future`` for slots first..last of a committed schedule (changes only)."""
+        steps = [(t * self.slot_s, self.allocation_at(job_id, t)) for t in range(first, last + 1)]
+        plan.future[job_id] = tuple(
+            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
 
     def allocation_at(self, job_id: str, slot: int) -> Allocation:
         """The committed allocation of ``job_id`` in ``slot`` (EMPTY outside its schedule)."""

@@ -42,12 +42,13 @@ class OASiSReplan(OASiS):
         self.replans = 0
 
     def plan(self, view: ClusterView) -> Plan:
+        earlier = set(self.committed)  # jobs admitted before this call (not the new arrivals)
         plan = super().plan(view)
         if not view.changed:
             return plan
         now_slot = math.floor(view.now / self.slot_s + 1e-9)
         for st in view.jobs:
-            if st.job_id in self.committed and st.job_id not in plan.future:
+            if st.job_id in self.committed and st.job_id in earlier:
                 self._replan(st, now_slot, plan, st.spec.work - st.work_done_at(view.now))
         return plan
 
@@ -78,10 +79,8 @@ class OASiSReplan(OASiS):
             plan.allocations[st.job_id] = want
         else:
             plan.allocations.pop(st.job_id, None)  # drop the old plan's step for now
-        steps = [((t * self.slot_s), self.allocation_at(st.job_id, t))
-                 for t in range(now + 1, new.last_slot + 2)]
-        plan.future[st.job_id] = tuple(
-            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
+        if self.emit_future:
+            self.emit_steps(st.job_id, now + 1, new.last_slot + 1, plan)
 
     def _remaining_job(self, st: JobStatus, now: int, remaining: float) -> DPJob | str:
         assert self.groups is not None
