@@ -39,6 +39,7 @@ def test_fig3_writes_csv_png_and_report(tmp_path):
     assert len(got) == 1 + 2 * 2  # one row per (jobs, policy), mean over seeds
     assert (tmp_path / "oasis-fig3.png").stat().st_size > 1000
     assert "OASiS ÷ best baseline" in text and "2966" in text  # the paper's number beside ours
+    assert " ± " in text  # open point 9: the spread over seeds is shown
     assert "Fig. 3" in (tmp_path / "report.md").read_text()
 
 
