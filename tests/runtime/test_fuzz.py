@@ -13,7 +13,7 @@ from stint.runtime.api import ApiSettings, create_app
 from stint.runtime.store import Caller, Store
 
 # Examples per operation, with and without a token; bounded to keep the suite fast.
-EXAMPLES = {True: 10, False: 3}
+EXAMPLES = {True: 8, False: 2}
 
 
 def test_fuzzed_requests_cause_no_server_error_and_lose_no_job(store: Store, tmp_path: Path) -> None:
