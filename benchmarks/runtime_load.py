@@ -103,16 +103,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--policies", default="fifo,tiresias")
+    ap.add_argument("--only", choices=["submit", "pass"], default=None)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        for clients, path in ((1, "/v1/health"), (1, "/v1/jobs"), (4, "/v1/jobs")):
+        runs = [] if args.only == "pass" else [(1, "/v1/health"), (1, "/v1/jobs"), (4, "/v1/jobs")]
+        for clients, path in runs:
             rate, lat = submissions(args.jobs, clients, root / f"c{clients}{path[4:8]}", path)
             q = statistics.quantiles(lat, n=100)
             print(f"{'GET ' + path if path != '/v1/jobs' else 'submit':<15} clients={clients}  "
                   f"n={len(lat)}  {rate:7.0f} /s  p50 {q[49] * 1e3:5.1f} ms  "
                   f"p99 {q[98] * 1e3:5.1f} ms  max {max(lat) * 1e3:6.1f} ms", flush=True)
-        for policy in args.policies.split(","):
+        for policy in [] if args.only == "submit" else args.policies.split(","):
             times = scheduling_pass(args.jobs, policy, root)
             print(f"pass  policy={policy:<9} queued={args.jobs}  " + "  ".join(
                 f"{k} {v:.3f} s" for k, v in times.items()), flush=True)
