@@ -14,7 +14,8 @@ For each size, in one run:
    the first step; cold (a fresh interpreter) and warm (forked from a fork server that has already
    imported torch: what an executor with a warm pool would get).
 Also: the first and the next checkpoint of a fine-tuning job with all but one layer frozen
-(deduplicated blobs: the incremental checkpoint writes only what changed).
+(deduplicated blobs: the incremental checkpoint writes only what changed), and the cost per step
+of periodic checkpoints written synchronously or in the background (snapshot, then a thread).
 
 Run:  .venv/bin/python benchmarks/torch_ckpt.py [--sizes 10,100,1000] [--dir /tmp/...]
 """
@@ -221,6 +222,32 @@ def incremental(directory: Path, layers: int = 30) -> str:
             f"({first.bytes_written / second.bytes_written:.0f}x smaller)")
 
 
+def periodic(directory: Path, mb: float = 100.0, checkpoints: int = 5) -> str:
+    """How long a periodic checkpoint blocks training: synchronous write versus background."""
+    import torch
+
+    import stint.torch as stint
+
+    torch.set_num_threads(1)
+    stalls: dict[str, list[float]] = {}
+    for name, background in [("synchronous", False), ("background", True)]:
+        model, opt = build(mb)
+        x = torch.randn(4, model[0].in_features)
+        job = stint.init(model=model, optimizer=opt, ckpt_dir=directory / f"periodic-{name}",
+                         interval=stint.Interval(steps=3), background=background, final_checkpoint=False)
+        stalls[name] = []
+        for step in job.steps(3 * checkpoints + 1):
+            if step % 3 == 0 and step > 0:
+                stalls[name].append(job.checkpoint_stall or 0.0)
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+        shutil.rmtree(directory / f"periodic-{name}", ignore_errors=True)
+    sync, bg = (statistics.median(stalls[k]) for k in ("synchronous", "background"))
+    return (f"periodic checkpoint of {mb:g} MB, training blocked per checkpoint (median of {checkpoints}): "
+            f"synchronous {sync:.2f} s, background {bg:.2f} s (snapshot; the write overlaps training)")
+
+
 def _phases(r: dict[str, float]) -> str:
     return (f"{r['resume']:.2f} s ({r['python_and_imports']:.2f} / {r['build_model']:.2f} / "
             f"{r['init_load']:.2f} / {r['first_step']:.2f})")
@@ -232,7 +259,8 @@ def main() -> None:
     p.add_argument("--mb", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--sizes", default="10,100,1000", help="state sizes in MB")
     p.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
-    p.add_argument("--incremental-only", action="store_true", help="only the frozen-layers dedup figure")
+    p.add_argument("--incremental-only", action="store_true",
+                   help="only the frozen-layers and periodic-checkpoint figures")
     a = p.parse_args()
     if a.worker:
         worker(a)
@@ -240,6 +268,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="stint-ckpt-bench-", dir=a.dir))
     try:
         print(incremental(base), flush=True)
+        print(periodic(base), flush=True)
         if a.incremental_only:
             return
         print("| state | disk seq. write, median (max) | checkpoint write, median | fraction (of max) | re-save (dedup) | load+verify "

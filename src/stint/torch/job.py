@@ -70,6 +70,7 @@ class Job:
         self.final_checkpoint = final_checkpoint
         self.store = CheckpointStore(env.ckpt_dir, keep=keep) if env.ckpt_dir else None
         self.last_save: SaveStats | None = None
+        self.checkpoint_stall: float | None = None  # seconds the last checkpoint blocked training
         self.background = background
         self._in_flight: threading.Thread | None = None
         self._write_error: BaseException | None = None
@@ -203,6 +204,7 @@ class Job:
         if status != "ok":
             raise RuntimeError(f"stint: rank 0 failed to write the checkpoint of step {self.step}: {value}")
         cost = self._clock() - t0  # what the job was blocked for: Daly's C
+        self.checkpoint_stall = cost
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
         self.checkpoint_step = self.step
         self._last_ckpt_clock, self._last_ckpt_step = self._clock(), self.step
