@@ -93,6 +93,10 @@ class RayExecutor(SupervisedExecutor):
         if self._owns_ray:
             ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR")
         self._actor_cls = ray.remote(WorkerHost)
+        # Build Ray's serialization context now, on the constructing thread: built lazily by the
+        # first remote call, it imports pydantic.v1, which can race with imports on other threads
+        # of the server (seen as "KeyError: 'pydantic.v1'" in the controller thread).
+        ray.get(ray.put(None))
         self._handles: dict[str, Any] = {}
         self._pings: dict[str, Any] = {}  # outstanding alive() calls, by actor name
         self._known: dict[str, bool] = {}  # last answer, by actor name
