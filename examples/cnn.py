@@ -3,7 +3,9 @@
     python examples/cnn.py --steps 100 --ckpt-dir /tmp/cnn-ckpt --log-every 10
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - stint.torch is imported before torch on purpose
+
+import stint.torch as stint  # stint (1/5); first: a preemption during `import torch` is kept
 
 import time
 
@@ -11,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from common import SmallCNN, arguments, digest, image_data
 
-import stint.torch as stint  # stint (1/5)
 
 
 def main() -> None:

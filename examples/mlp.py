@@ -3,7 +3,9 @@
     python examples/mlp.py --steps 200 --ckpt-dir /tmp/mlp-ckpt --log-every 20
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - stint.torch is imported before torch on purpose
+
+import stint.torch as stint  # stint (1/5); first: a preemption during `import torch` is kept
 
 import time
 
@@ -11,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from common import arguments, classification_data, digest, mlp
 
-import stint.torch as stint  # stint (1/5)
 
 
 def main() -> None:

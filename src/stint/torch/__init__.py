@@ -6,14 +6,17 @@ See docs/torch-sdk.md. Inside this package ``import torch`` is PyTorch (absolute
 import os
 
 from stint.torch import signals
+
+# Under the control plane, arm the SIGUSR1/SIGTERM handlers before torch's slow import (seconds):
+# a preemption request during start-up is then kept, not fatal. Import stint.torch first to profit.
+if os.environ.get("STINT_CKPT_DIR"):
+    signals.arm()
+
 from stint.torch.env import JobEnv, JobEnvError, read_env
 from stint.torch.interval import Interval, daly_interval, young_interval
 from stint.torch.job import PREEMPTED_EXIT_CODE, Job, init
 from stint.torch.sampler import Sampler
 from stint.torch.store import Checkpoint, CheckpointStore, CorruptCheckpoint, SaveStats
-
-if os.environ.get("STINT_CKPT_DIR"):
-    signals.arm()  # under the control plane: a preemption request during start-up is kept
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
