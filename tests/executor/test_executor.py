@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -25,7 +27,8 @@ from stint.runtime.executor import ExecutorError, Outcome
 DUMP_ENV = (
     "import json, os\n"
     "keys = [k for k in os.environ if k.startswith('STINT_') or k in "
-    "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES')]\n"
+    "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES',"
+    " 'RAY_AUTH_TOKEN', 'EXTRA')]\n"
     "os.makedirs(os.environ['STINT_CKPT_DIR'], exist_ok=True)\n"
     "path = os.path.join(os.environ['STINT_CKPT_DIR'], 'env-' + os.environ['RANK'] + '.json')\n"
     "json.dump({k: os.environ[k] for k in keys}, open(path, 'w'))\n"
@@ -33,10 +36,17 @@ DUMP_ENV = (
 )
 
 
-def test_success_sets_the_environment_and_captures_logs(make_ex: MakeExecutor, tmp_path: Path):
+def test_success_sets_the_environment_and_captures_logs(
+    make_ex: MakeExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The control plane's credentials must not leak into users' jobs.
+    monkeypatch.setenv("STINT_TOKEN", "admin-secret")
+    monkeypatch.setenv("STINT_SERVER", "http://127.0.0.1:1")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", os.environ.get("RAY_AUTH_TOKEN", "ray-secret"))
     ex = make_ex()
     # 3 ranks round-robin over 2 nodes: ranks 0 and 2 on node-0 (slots 0 and 1), rank 1 on node-1.
     ws = gang(tmp_path, "ok", DUMP_ENV, n=3, nodes=("node-0", "node-1"), logical=6)
+    ws[2] = dataclasses.replace(ws[2], env={"EXTRA": "x", "STINT_RANK": "2"})
     ex.launch(ws)
     e = wait_exit(ex, "ok")
     assert (e.outcome, dict(e.exit_codes)) == (Outcome.SUCCEEDED, {0: 0, 1: 0, 2: 0})
@@ -45,7 +55,9 @@ def test_success_sets_the_environment_and_captures_logs(make_ex: MakeExecutor, t
     assert [x["LOCAL_RANK"] for x in envs] == ["0", "0", "1"]
     assert [x["CUDA_VISIBLE_DEVICES"] for x in envs] == ["0", "0", "1"]
     assert [x["STINT_NODE"] for x in envs] == ["node-0", "node-1", "node-0"]
+    assert [x.get("EXTRA") for x in envs] == [None, None, "x"]
     for x in envs:
+        assert not {"STINT_TOKEN", "STINT_SERVER", "RAY_AUTH_TOKEN"} & set(x)
         assert x["STINT_JOB_ID"] == "ok" and x["STINT_ATTEMPT"] == "0"
         assert x["WORLD_SIZE"] == x["STINT_WORLD_SIZE"] == "3"
         assert x["STINT_LOGICAL_WORLD_SIZE"] == "6"

@@ -30,7 +30,12 @@ from typing import Any
 
 from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
 from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
-from stint.runtime.executor.supervised import PENDING_TIMEOUT_S, SHIM_PATH, SupervisedExecutor
+from stint.runtime.executor.supervised import (
+    PENDING_TIMEOUT_S,
+    SHIM_PATH,
+    SupervisedExecutor,
+    worker_base_env,
+)
 
 NAMESPACE = "stint"
 PROBE_WAIT_S = 0.05  # longest a probe blocks; slower answers are picked up by the next one
@@ -51,7 +56,7 @@ class WorkerHost:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **env_delta},
+                env={**worker_base_env(os.environ), **env_delta},
                 cwd=cwd,
                 start_new_session=True,
                 close_fds=True,
@@ -136,7 +141,11 @@ class RayExecutor(SupervisedExecutor):
 
     def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
         shim_args = ["--dir", str(attempt_dir), "--rank", str(w.rank), "--", *w.command]
-        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        delta = {
+            k: v
+            for k, v in env.items()
+            if os.environ.get(k) != v or k.startswith("STINT_") or k in w.env
+        }
         name = self._name(w)
         try:
             self._handles[name] = self._actor_cls.options(

@@ -47,6 +47,7 @@ from stint.runtime.executor.shim import read_json, write_json_atomic
 SHIM_PATH = str(Path(__file__).with_name("shim.py"))
 PENDING_TIMEOUT_S = 60.0  # a rank with no supervisor this long after launch was never started
 LOST_RETURNCODE = -int(signal.SIGKILL)
+SECRET_VARS = frozenset({"RAY_AUTH_TOKEN"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +282,7 @@ class SupervisedExecutor(ABC):
 
     def _env(self, w: WorkerLaunch, ws: list[WorkerLaunch], port: int, d: Path) -> dict[str, str]:
         local_rank = [x.rank for x in ws if x.node == w.node].index(w.rank)
-        env = dict(os.environ)
+        env = worker_base_env(os.environ)
         env.update(
             STINT_JOB_ID=w.job_id,
             STINT_ATTEMPT=str(w.attempt),
@@ -430,6 +431,13 @@ def decide(states: Sequence[RankState], stop: Mapping[str, Any] | None) -> tuple
         )
     first = next(s for s in states if s.error or _failed(s.returncode))
     return Outcome.FAILED, _describe_failure(first)
+
+
+def worker_base_env(parent: Mapping[str, str]) -> dict[str, str]:
+    """The controller's environment minus what a user's job must not inherit: the control
+    plane's own settings and credentials (``STINT_TOKEN``, ``STINT_SERVER``, ...) and Ray's
+    cluster token."""
+    return {k: v for k, v in parent.items() if not k.startswith("STINT_") and k not in SECRET_VARS}
 
 
 def _failed(returncode: int | None) -> bool:
