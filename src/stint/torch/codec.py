@@ -69,7 +69,7 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     if t.is_sparse or t.is_quantized:
         raise TypeError(f"stint checkpoints hold dense tensors only, got layout {t.layout}")
     flat = t.detach().cpu().contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+    return flat.view(torch.uint8).numpy().data if flat.numel() else memoryview(b"")
 
 
 def tensor_from(buf: memoryview, meta: TensorMeta) -> torch.Tensor:

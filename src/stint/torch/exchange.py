@@ -23,7 +23,7 @@ CHECKPOINT = 2  # rank 0's interval policy says a periodic checkpoint is due
 class Exchange:
     """Stash per-logical-rank gradients, then reduce them in a fixed order across all workers."""
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], placement: Sequence[Sequence[int]]) -> None:
+    def __init__(self, params: Sequence[torch.Tensor], placement: Sequence[Sequence[int]]) -> None:
         dtypes = {p.dtype for p in params}
         if len(dtypes) > 1:
             raise TypeError(f"stint: parameters of one dtype are required for exact reduction, got {dtypes}")

@@ -32,7 +32,7 @@ def capture() -> dict[str, Any]:
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 
@@ -66,7 +66,8 @@ class _NumpyLegacy:
         self._size = _MT_WORDS * 4 + 4
         try:
             self._addr = np.random.mtrand._rand._bit_generator.ctypes.state_address
-            _, key, pos, _, _ = np.random.get_state()
+            state: Any = np.random.get_state()
+            _, key, pos, _, _ = state
             raw = self.raw()
             self.fast = raw == key.astype(np.uint32).tobytes() + np.int32(pos).tobytes()
         except (AttributeError, TypeError, ValueError):
@@ -122,7 +123,7 @@ class Swapper:
         s["torch"] = torch.get_rng_state()
         if self._np.fast and not self._live_gauss and self._np.raw() == self._entered:
             return  # NumPy untouched in this micro-batch (its cache cannot fill without drawing words)
-        state = np.random.get_state()
+        state: Any = np.random.get_state()
         self._np_raw[lr] = _NumpyLegacy.to_raw(state)
         self._live_gauss = bool(state[3])
 
