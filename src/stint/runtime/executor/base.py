@@ -58,7 +58,7 @@ EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: "try again later" -- the SDK saved a chec
 DEFAULT_GRACE_S = 30.0  # SIGUSR1 -> SIGTERM
 TERM_GRACE_S = 3.0  # SIGTERM -> SIGKILL
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class ExecutorError(RuntimeError):
@@ -87,8 +87,8 @@ class WorkerLaunch:
         object.__setattr__(self, "slots", tuple(self.slots))
         object.__setattr__(self, "env", dict(self.env))
         where = f"worker launch (job {self.job_id!r}, attempt {self.attempt}, rank {self.rank})"
-        if not isinstance(self.job_id, str) or not _SAFE_ID.match(self.job_id):
-            raise ExecutorError(f"{where}: job_id must match {_SAFE_ID.pattern}")
+        if not isinstance(self.job_id, str) or not SAFE_ID.match(self.job_id):
+            raise ExecutorError(f"{where}: job_id must match {SAFE_ID.pattern}")
         if self.attempt < 0:
             raise ExecutorError(f"{where}: attempt must be >= 0")
         if not 0 <= self.rank < self.world_size:

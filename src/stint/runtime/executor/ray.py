@@ -20,6 +20,7 @@ Ray keeps 127.0.0.1 instead of swapping in the interface address (see ``rayclust
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -96,7 +97,7 @@ class RayExecutor(SupervisedExecutor):
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR")
+            ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR)
         self._actor_cls = ray.remote(WorkerHost)
         # Build Ray's serialization context now, on the constructing thread: built lazily by the
         # first remote call, it imports pydantic.v1, which can race with imports on other threads
@@ -127,7 +128,7 @@ class RayExecutor(SupervisedExecutor):
     # ---- backend ------------------------------------------------------------------------------
     def _discover_nodes(self) -> list[NodeInfo]:
         out = []
-        for n in self._ray.nodes():
+        for n in self._ray.nodes():  # type: ignore[no-untyped-call]
             if not n["Alive"]:
                 continue
             for key in n["Resources"]:

@@ -204,7 +204,7 @@ def _join(address: str, temp_dir: str, resources: str) -> None:
         num_cpus=1,
         num_gpus=0,
         object_store_memory=OBJECT_STORE_BYTES,
-        include_log_monitor=False,
+        include_log_monitor=False,  # type: ignore[arg-type]  # as Ray's cluster_utils passes it
         node_manager_port=0,
         min_worker_port=0,
         max_worker_port=0,

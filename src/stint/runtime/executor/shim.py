@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -56,7 +57,8 @@ def write_json_atomic(path: str, data: object) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: str) -> dict | None:
+def read_json(path: str) -> Any:
+    """The parsed file, or None if it is missing or not (yet) complete JSON."""
     try:
         with open(path) as f:
             return json.load(f)

@@ -35,6 +35,7 @@ from typing import Any
 from stint.runtime.executor.base import (
     DEFAULT_GRACE_S,
     EXIT_CHECKPOINTED,
+    SAFE_ID,
     TERM_GRACE_S,
     ExecutorError,
     JobExit,
@@ -77,7 +78,7 @@ class SupervisedExecutor(ABC):
         id_file = self.root / "id"
         if not id_file.exists():
             write_json_atomic(str(id_file), uuid.uuid4().hex[:12])
-        self.sid: str = read_json(str(id_file))  # type: ignore[assignment]
+        self.sid: str = str(read_json(str(id_file)))
         self._nodes = {n.name: n for n in nodes}
         self._lock = threading.RLock()
         self._launches: dict[tuple[str, int], list[WorkerLaunch]] = {}
@@ -189,21 +190,27 @@ class SupervisedExecutor(ABC):
         )
 
     def status(self, job_id: str) -> Mapping[str, Any] | None:
-        return read_json(str(self.root / "jobs" / job_id / "status.json"))
+        rec = read_json(str(self._job_dir(job_id) / "status.json"))
+        return rec if isinstance(rec, dict) else None
 
     def close(self) -> None:
         self._launches.clear()
 
     def log_paths(self, job_id: str) -> list[str]:
         """Distinct log files of the job's latest launched attempt (for ``stint logs``)."""
-        attempts = sorted(int(p.name) for p in (self.root / "jobs" / job_id).glob("[0-9]*"))
+        attempts = sorted(int(p.name) for p in self._job_dir(job_id).glob("[0-9]*"))
         if not attempts:
             return []
         return sorted({w.log_path for w in self._workers(job_id, attempts[-1])})
 
     # ---- internals ----------------------------------------------------------------------------
+    def _job_dir(self, job_id: str) -> Path:
+        if not isinstance(job_id, str) or not SAFE_ID.match(job_id):
+            raise ExecutorError(f"job_id {job_id!r} must match {SAFE_ID.pattern}")
+        return self.root / "jobs" / job_id
+
     def _dir(self, job_id: str, attempt: int) -> Path:
-        return self.root / "jobs" / job_id / str(attempt)
+        return self._job_dir(job_id) / str(int(attempt))
 
     def _active(self) -> list[tuple[str, int]]:
         out = []
