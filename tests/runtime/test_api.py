@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from stint.runtime.api import ApiSettings, create_app
 from stint.runtime.store import Store
+from stint.runtime.tables import Token
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def test_admin_token_file_is_private_and_written_once(store: Store, tmp_path: Pa
     assert path.stat().st_mode & 0o777 == 0o600
     assert store.ensure_admin_token(path, 2.0) is None  # the store is no longer empty
     with store.session() as s:  # stored hashed, never in clear
-        hashes = [h for (h,) in s.execute(__import__("sqlalchemy").text("select token_hash from tokens"))]
+        hashes = list(s.scalars(select(Token.token_hash)))
     assert token not in hashes and len(hashes) == 1 and len(hashes[0]) == 64
 
 

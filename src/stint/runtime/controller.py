@@ -86,6 +86,9 @@ class ControllerConfig:
 
 
 class Controller:
+    """Drives an ``Executor`` so that the jobs in the store get the allocations a ``Policy`` plans
+    (plus operator overrides). Single writer of the jobs' lifecycle columns."""
+
     def __init__(self, store: Store, executor: Executor, policy: Policy,
                  config: ControllerConfig) -> None:
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
