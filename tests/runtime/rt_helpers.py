@@ -82,10 +82,13 @@ class ServeProc:
     def client(self) -> Client:
         return Client(self.url, (self.data_dir / "admin.token").read_text().strip())
 
-    def cli(self, *args: str) -> str:
-        """Run the real ``stint`` CLI against this server; return stdout (fail on error)."""
+    def cli(self, *args: str, token: str | None = None) -> str:
+        """Run the real ``stint`` CLI against this server; return stdout (fail on error).
+        Without ``token`` the CLI finds the admin token in the data directory."""
         env = {**os.environ, "STINT_SERVER": self.url, "STINT_DATA_DIR": str(self.data_dir)}
         env.pop("STINT_TOKEN", None)
+        if token:
+            env["STINT_TOKEN"] = token
         r = subprocess.run([STINT, *args], capture_output=True, text=True, timeout=60, env=env,
                            check=False)
         assert r.returncode == 0, f"stint {' '.join(args)} failed: {r.stderr}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -167,3 +168,30 @@ def test_restart_carries_out_a_launch_intent_written_before_the_crash(
     h.restart().recover(time.time())
     job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
     assert job.attempt == 1 and result(out)["total"] == 6
+
+
+NO_SDK = """
+import os, pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+with (out / "starts").open("a") as f:
+    f.write(os.environ["STINT_ATTEMPT"] + "\\n")
+while not (out / "release").exists():
+    time.sleep(0.02)
+"""
+
+
+def test_a_job_without_the_sdk_restarts_from_scratch_when_preempted(
+    h: Harness, tmp_path: Path
+) -> None:
+    out = tmp_path / "plain"
+    out.mkdir()
+    jid = h.submit([sys.executable, "-c", NO_SDK, str(out)])
+    h.run_until(jid, lambda j: j.state == "running", "running")
+    wait_for(lambda: (out / "starts").exists(), what="the job to start")
+    h.store.request(jid, h.caller, "preempt", "", time.time(), preempt_requested=True)
+    h.run_until(jid, lambda j: j.attempt == 2 and j.state == "running", "second attempt")
+    assert "stopped without a checkpoint" in h.store.transitions(jid)[-4].reason
+    wait_for(lambda: (out / "starts").read_text().split() == ["1", "2"], what="the restart")
+    (out / "release").touch()
+    job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
+    assert job.failures == 0 and job.preemptions == 1  # not the job's fault: no retry used

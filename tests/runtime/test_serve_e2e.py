@@ -81,4 +81,6 @@ def test_preempt_resize_migrate_three_jobs_to_completion(serve: ServeProc, tmp_p
         assert (outs[name] / "completions").read_text().splitlines() == ["2"]
     b_resumes = json.loads((outs["b"] / "result.json").read_text())["resumes"]
     assert [(r[2], r[3]) for r in b_resumes] == [(2, 2), (1, 2)]  # world 2 -> 1, logical 2
-    assert "done: total" in serve.cli("logs", str(a))
+    assert "done: total" in serve.cli("logs", str(a), "-f")  # -f ends with the job
+    bob = serve.cli("token", "create", "bob").strip()
+    assert json.loads(serve.cli("jobs", "--json", token=bob)) == []  # bob sees only his jobs
