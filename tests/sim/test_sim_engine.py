@@ -77,3 +77,26 @@ def test_slot_ticks_continue_while_jobs_run():
     _run(p, [JobSpec("a", 5.0, 30.0)])
     # Arrival at 5, then ticks at 10, 20, 30 while a runs (it completes at 35, nothing waits).
     assert p.calls == [5.0, 10.0, 20.0, 30.0]
+
+
+class Swapper:
+    """Starts a on node 0 and b on node 1, then swaps them in one plan at t=10."""
+
+    name = "swapper"
+    tick_s = None
+
+    def plan(self, view: ClusterView) -> Plan:
+        if view.now == 0.0:
+            return Plan({"a": Allocation.of({0: 8}), "b": Allocation.of({1: 8})})
+        if view.now == 10.0:
+            return Plan({"a": Allocation.of({1: 8}), "b": Allocation.of({0: 8})})
+        return Plan()
+
+
+def test_a_plan_is_checked_as_a_whole_so_jobs_can_swap_nodes():
+    jobs = [JobSpec(j, 0.0, 100.0, 8, 8, 8) for j in "ab"] + [JobSpec("tick", 10.0, 1.0)]
+    sim = Simulator(Cluster.uniform(2, 8), jobs, Swapper(), ScalingModel(), CostModel(migrate_s=5.0))
+    r = {x.job_id: x for x in sim.run().records}
+    # Each migration costs 5 s without progress: a and b finish at 105 instead of 100.
+    assert (r["a"].migrations, r["b"].migrations) == (1, 1)
+    assert r["a"].finish_s == pytest.approx(105.0) and r["b"].finish_s == pytest.approx(105.0)

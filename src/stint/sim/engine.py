@@ -280,7 +280,12 @@ class Simulator:
         if missing:
             raise KeyError(f"policy {self.policy.name!r} planned for unknown or finished jobs {missing[:5]}")
         has_run = {j: table[j].first_start_s is not None for j in plan.allocations}
-        for action in reconcile(plan, current, has_run):
+        actions = reconcile(plan, current, has_run)
+        for action in actions:  # release all that changes first: the plan is checked as a whole,
+            st = table[action.job_id]  # so jobs may swap nodes within one plan
+            self._settle(st, t)
+            self._release(st)
+        for action in actions:
             self._apply(action, t)
         for j in plan.allocations:
             self._changed[j] = None
@@ -323,7 +328,7 @@ class Simulator:
             self._finish(st, t, rejected=action.reason or "rejected")
             return
         self._settle(st, t)
-        was_waiting = not st.allocation
+        was_waiting = not action.before
         self._release(st)
         self._acquire(st, action.after)
         st.last_change_s = t
