@@ -14,6 +14,7 @@ ratios (the machine is shared and noisy, so ratios are the steadier figure). The
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -102,6 +103,28 @@ def baseline(tmp: Path, n: int) -> dict[str, float]:
     return {"launch -> first line": first - t0, "stop -> exit reported": time.time() - t1}
 
 
+def probe_cost(ex: SupervisedExecutor, tmp: Path, jobs: int, repeats: int = 20) -> dict[str, float]:
+    """Median cost of running() and of an empty poll() with ``jobs`` live one-worker jobs."""
+    names = [f"p{i}" for i in range(jobs)]
+    for i, job in enumerate(names):
+        w = gang(tmp, job, 1)[0]
+        ex.launch([dataclasses.replace(w, node=f"node-{i % 2}", slots=(i // 2,))])
+    wait(lambda: len(ex.running()) == jobs, timeout=300)
+    out = {}
+    for key, call in (("running()", ex.running), ("poll(), nothing ended", ex.poll)):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        out[key] = statistics.median(times)
+    for job in names:
+        ex.kill(job)
+    wait(lambda: not ex.running() and (ex.poll() or True) and not ex.running(), timeout=120)
+    ex.poll()
+    return out
+
+
 def summarize(name: str, rows: list[dict[str, float]]) -> dict[str, float]:
     med = {}
     for key in rows[0]:
@@ -116,26 +139,29 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--live-jobs", type=int, default=8, help="live jobs while timing probes")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="stint-bench-"))
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     print("| backend | measure | median ms | p90 ms |\n|---|---|---|---|")
     base = summarize("bare Popen", [baseline(tmp, args.workers) for _ in range(args.repeats)])
-    local = LocalExecutor(tmp / "local-state", nodes=2, gpus_per_node=4)
+    local = LocalExecutor(tmp / "local-state", nodes=2, gpus_per_node=max(4, args.live_jobs))
     loc = summarize(
         "local", [measure(local, tmp / "local", f"j{i}", args.workers) for i in range(args.repeats)]
     )
+    costs = {"local": probe_cost(local, tmp / "local-probe", args.live_jobs)}
     cluster = LoopbackRayCluster()
     os.environ.update(cluster.client_env())
     t0 = time.time()
     try:
-        cluster.start(nodes=2, gpus_per_node=4)
+        cluster.start(nodes=2, gpus_per_node=max(4, args.live_jobs))
         t_cluster = time.time() - t0
         from stint.runtime.executor.ray import RayExecutor
 
         rex = RayExecutor(tmp / "ray-state", cluster.address)
         ray_rows = [measure(rex, tmp / "ray", f"j{i}", args.workers) for i in range(args.repeats)]
         ray = summarize("ray", ray_rows)
+        costs["ray"] = probe_cost(rex, tmp / "ray-probe", args.live_jobs)
         rex.close()
     finally:
         cluster.stop()
@@ -145,6 +171,9 @@ def main() -> None:
         print(
             f"  {key}: local/bare {loc[key] / base[key]:.2f}x, ray/local {ray[key] / loc[key]:.2f}x"
         )
+    print(f"\nprobe cost with {args.live_jobs} live one-worker jobs (median of 20 calls):")
+    for backend, c in costs.items():
+        print("  " + backend + ": " + ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in c.items()))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
