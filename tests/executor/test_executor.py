@@ -227,3 +227,13 @@ def test_status_file_is_read_back(make_ex: MakeExecutor, tmp_path: Path):
     ex.launch(gang(tmp_path, "p", code))
     wait_exit(ex, "p")
     assert ex.status("p") == {"step": 41, "loss": 0.5}
+
+
+def test_a_command_that_cannot_start_fails_with_the_reason(make_ex: MakeExecutor, tmp_path: Path):
+    ex = make_ex()
+    ws = [dataclasses.replace(w, command=("/nonexistent/train",)) for w in gang(tmp_path, "nx", "")]
+    ex.launch(ws)
+    e = wait_exit(ex, "nx")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.FAILED, {0: 127})
+    assert e.reason.startswith("cannot start '/nonexistent/train'")
+    assert "No such file or directory" in (tmp_path / "logs/nx.log").read_text()
