@@ -184,7 +184,9 @@ class Controller:
         if job.state in HOLDING:
             if alive.get(jid) == job.attempt:
                 if job.state == S.STARTING:
-                    record_transition(s, job, S.RUNNING, now, "re-adopted after a restart")
+                    # Launch again: idempotent per (job, attempt), it starts only the ranks a
+                    # launch cut short by the crash never started (then the job is running).
+                    effects.append(self._launch_effect(job, held_slots(job)))
                 elif job.state == S.CHECKPOINTING:
                     effects.append(Stop(job.id, kill=job.stop_purpose == "cancel"))
                 return
