@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from stint.cli import app
 from stint.experiments import oasis_figs as figs
-from stint.experiments.opt import solve_opt
+from stint.experiments.opt import isolated_bound, solve_opt
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import make_workload
 
@@ -22,7 +22,50 @@ def test_opt_is_an_upper_bound_on_oasis():
         opt = solve_opt(wl, time_limit_s=20.0)
         assert opt.optimal
         assert opt.utility >= oasis.total_utility - 1e-6
+        # The isolated bound (each job alone on the empty cluster) is above OPT itself.
+        assert isolated_bound(wl) >= opt.utility - 1e-6
         assert opt.bound >= opt.utility - 1e-6
+
+
+def test_isolated_bound_is_above_every_policy_and_below_the_priorities():
+    for seed in (1, 2, 3):
+        wl = make_workload(seed, jobs=12, horizon=20, workers=3, ps=3, scale=0.2, window=10)
+        bound = isolated_bound(wl)
+        assert 0 < bound <= sum(s.utility.gamma1 for s in wl.jobs)
+        for name in ("oasis", "drf-ps", "dorm", "fifo-fixed"):
+            res = evaluate(figs.build_policy(name, wl), wl.cluster, wl.jobs, wl.horizon,
+                           wl.slot_s)
+            assert res.total_utility <= bound + 1e-6, name
+
+
+def test_fig3_report_shows_the_bound_and_per_seed_ratios(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    rows = [{"jobs": 100, "policy": p, "seed": s, "utility": u, "rejected": 0, "finished": 0}
+            for p, us in (("oasis", (110, 120)), ("drf-ps", (100, 100)), ("dorm", (90, 110)),
+                          (figs.BOUND, (200, 200))) for s, u in zip((1, 2), us)]
+    text = report.fig3(rows, tmp_path, [1, 2])
+    row = next(line for line in text.splitlines() if line.startswith("| 100 "))
+    assert "1.15× / 1.10×" in row  # 115 / max(100, 100) beside the paper's ratio
+    assert "1.09–1.10" in row  # per seed: 110 / max(100, 90), 120 / max(100, 110)
+    assert "200 | 0.57, 0.50" in row  # the bound, and OASiS and the best baseline against it
+    with (tmp_path / "oasis-fig3.csv").open() as f:
+        assert [figs.BOUND] == [r[1] for r in csv.reader(f) if r[1] == figs.BOUND]
+
+
+def test_fig5_report_shows_median_and_pooled_ratios(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    rows = []
+    for seed, (o, opt) in enumerate(((10, 10), (10, 10), (10, 25)), start=1):
+        tags = {"gamma1": "[1,100]", "servers": 6, "seed": seed}
+        rows += [{**tags, "policy": "oasis", "utility": o},
+                 {**tags, "policy": "opt", "utility": opt, "bound": opt, "optimal": True}]
+    report.fig5(rows, tmp_path, [1, 2, 3])
+    with (tmp_path / "oasis-fig5.csv").open() as f:
+        got = next(iter(csv.DictReader(f)))
+    assert float(got["mean_ratio"]) == 1.5 and float(got["median_ratio"]) == 1.0
+    assert float(got["pooled_ratio"]) == 1.5  # 45 / 30
 
 
 def test_fig3_writes_csv_png_and_report(tmp_path):

@@ -11,13 +11,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from stint.experiments.opt import solve_opt
+from stint.experiments.opt import isolated_bound, solve_opt
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import Workload, make_workload
 from stint.policies import make
 from stint.policies.base import Policy
 
 POLICIES = ("oasis", "fifo-fixed", "drf-ps", "rrh", "dorm")
+BOUND = "isolated-bound"  # not a policy: Σ_i f_i(fastest run alone), an upper bound (Fig. 3)
 LOADS = (100, 200, 300, 400)
 SCALES = (0.2, 0.5, 1.0, 3.0, 5.0, 10.0)
 GAMMA1_RANGES = ((50, 100), (75, 100), (1, 100), (25, 100))
@@ -51,6 +52,8 @@ def run_task(task: Task) -> list[Row]:
     """Run one task; returns rows (one per run, or one per job for Fig. 4)."""
     wl = make_workload(task.seed, **task.workload)
     base = {"seed": task.seed, "policy": task.policy, **task.tags}
+    if task.kind == "bound":
+        return [{**base, "utility": isolated_bound(wl), "rejected": 0, "finished": 0}]
     if task.kind == "opt":
         r = solve_opt(wl, **task.params)
         return [{**base, "utility": r.utility, "bound": r.bound, "optimal": r.optimal}]
@@ -95,7 +98,8 @@ def fig3_tasks(seeds: Iterable[int], loads: Sequence[int] = LOADS,
     # Slow policies first so that the pool's tail is short.
     order = sorted(policies, key=lambda p: p != "dorm")
     return [Task("total", s, {"jobs": n}, p, tags={"jobs": n})
-            for p in order for n in sorted(loads, reverse=True) for s in seeds]
+            for p in order for n in sorted(loads, reverse=True) for s in seeds] + [
+        Task("bound", s, {"jobs": n}, BOUND, tags={"jobs": n}) for n in loads for s in seeds]
 
 
 def fig4_tasks(seeds: Iterable[int], policies: Sequence[str] = POLICIES) -> list[Task]:

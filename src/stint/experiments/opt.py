@@ -10,6 +10,7 @@ work after the last slot); (4)/(5) per host, slot and resource; (6) b_i Σ_h y <
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,3 +103,39 @@ def solve_opt(wl: Workload, time_limit_s: float = 60.0) -> OptResult:
         return OptResult(0.0, float("inf"), False)
     bound = -float(res.mip_dual_bound) if res.mip_dual_bound is not None else float("inf")
     return OptResult(-float(res.fun), bound, res.status == 0)
+
+
+
+def isolated_bound(wl: Workload) -> float:
+    """Σ_i f_i(shortest duration job i could have on the *empty* cluster): an upper bound on the
+    total utility of any policy, used beside Fig. 3 to show how much room the baselines leave.
+
+    Job i runs at most ``y_max`` workers at once: N_i, the workers that fit on the empty worker
+    hosts, and the most whose PSs, min(⌈y b_i/B_i⌉, y) by (6)-(7), fit on the empty PS hosts.
+    Its W_i worker-slots then take at least ⌈W_i / y_max⌉ slots; f is non-increasing, so f there
+    bounds its utility under every schedule. Jobs that cannot run add 0.
+    """
+    from stint.policies.oasis import HostGroups, dp_job
+    from stint.policies.oasis_core import HostPrices
+
+    g = HostGroups.of(wl.cluster)
+    flat = np.ones(4)
+    wh = HostPrices(g.caps(wl.cluster, g.worker_nodes, g.worker_norm), 1.0, flat, 1)
+    ph = HostPrices(g.caps(wl.cluster, g.ps_nodes, g.ps_norm), 1.0, flat, 1) if g.ps_nodes else None
+    total = 0.0
+    for spec in wl.jobs:
+        a = math.ceil(spec.arrival_s / wl.slot_s - 1e-9)
+        job = dp_job(spec, a, wl.horizon, wl.slot_s, g, max_quanta=1)
+        if isinstance(job, str):
+            continue
+        ymax = min(job.max_workers, int(wh.room(0, 1, job.worker_demand).sum()))
+        if ph is not None and job.ps_demand is not None:
+            ys = np.arange(ymax + 1)
+            ps_room = int(ph.room(0, 1, job.ps_demand).sum())
+            ymax = int(ys[job.ps_for(ys) <= ps_room].max())
+        if ymax <= 0:
+            continue
+        shortest = max(1, math.ceil(job.quantum_ws * job.quanta / ymax - 1e-9))
+        if shortest <= len(job.utility):
+            total += float(job.utility[shortest - 1])
+    return total
