@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -175,6 +176,7 @@ def main() -> None:
     for backend, c in costs.items():
         print("  " + backend + ": " + ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in c.items()))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
