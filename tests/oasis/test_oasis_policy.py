@@ -198,3 +198,22 @@ def test_oasis_runs_in_the_event_driven_simulator(small_workload):
     assert admitted <= done  # the same jobs are admitted, and all of them complete
     # continuous time finishes jobs mid-slot, so they earn at least the slot evaluator's utility
     assert run.summary()["total_utility"] >= slot.total_utility - 1e-6
+
+
+def test_fixed_bounds_from_a_past_workload_are_not_updated_online(small_workload):
+    """``bounds=`` (as in benchmarks/oasis_bounds_history.py) fixes U and L: arrivals do not
+    move them, unlike the default estimate, which follows the jobs it has seen."""
+    from stint.experiments.workload import make_workload
+
+    wl = small_workload
+    past = make_workload(1001, len(wl.jobs), horizon=wl.horizon, workers=2, ps=2, scale=0.1)
+    probe = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, history=past.jobs)
+    probe.setup(wl.cluster)
+    fixed = probe.estimator.bounds()
+    pol = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, bounds=fixed)
+    evaluate(pol, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
+    assert pol.worker_prices.low == fixed.low_w
+    assert (pol.worker_prices.high == fixed.high_w).all()
+    online = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, history=past.jobs)
+    evaluate(online, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
+    assert online.worker_prices.low != fixed.low_w  # the arrivals moved the online estimate
