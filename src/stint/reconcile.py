@@ -6,9 +6,9 @@ controller (which hands each action to an executor).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Mapping
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 

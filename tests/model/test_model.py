@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import pytest
 
 from stint.model import EMPTY, Allocation, Cluster, JobSpec, Plan, Resources, SigmoidUtility
@@ -36,7 +38,7 @@ def test_sigmoid_utility_is_half_at_target_and_non_increasing():
     f = SigmoidUtility(gamma1=10, gamma2=1.0, gamma3=5, slot_s=60)
     assert f(5 * 60) == pytest.approx(5.0)
     values = [f(t) for t in range(0, 3600, 60)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert all(a >= b for a, b in pairwise(values))
     assert f(1e9) == 0.0  # no overflow far past the target
 
 

@@ -19,6 +19,8 @@ class Tier(StrEnum):
 
 TIER_RANK = {Tier.PREMIUM: 0, Tier.STANDARD: 1, Tier.BASIC: 2}
 
+ONE_GPU = Resources(gpu=1)  # the default per-worker demand
+
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
@@ -36,7 +38,7 @@ class JobSpec:
     requested_workers: int = 1
     min_workers: int = 1
     max_workers: int = 1
-    worker_demand: Resources = Resources(gpu=1)
+    worker_demand: Resources = ONE_GPU
     ps_demand: Resources | None = None
     application: str = "unknown"
     utility: Utility = field(default_factory=ConstantUtility)

@@ -34,5 +34,7 @@ class Resources:
 
     def max_copies_in(self, capacity: Resources) -> int:
         """How many copies of this demand fit in ``capacity`` (ignores zero components)."""
-        counts = [int((c + 1e-9) // a) for a, c in zip(self.as_tuple(), capacity.as_tuple()) if a > 0]
+        counts = [
+            int((c + 1e-9) // a) for a, c in zip(self.as_tuple(), capacity.as_tuple()) if a > 0
+        ]
         return min(counts) if counts else 0

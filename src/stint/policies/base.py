@@ -6,11 +6,12 @@ no clock (``view.now`` is the time), no import of ``stint.sim`` or ``stint.runti
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
-from stint.model.allocation import Allocation, Plan
+from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 
@@ -33,7 +34,7 @@ class JobStatus:
 
     spec: JobSpec
     phase: Phase = Phase.QUEUED
-    allocation: Allocation = Allocation()
+    allocation: Allocation = EMPTY
     work_done: float = 0.0
     attained_gpu_s: float = 0.0
     first_start_s: float | None = None
