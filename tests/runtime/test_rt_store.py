@@ -53,3 +53,19 @@ def test_slots_avoid_those_held_by_other_jobs() -> None:
     assert assign_slots(Allocation.of({0: 1, 1: 1}), [2, 2], held) == {0: [1], 1: [0]}
     with pytest.raises(ValueError, match="node 0"):
         assign_slots(Allocation.of({0: 2}), [2, 2], held)
+
+
+def test_token_lookups_are_remembered_until_a_token_changes(store: Store) -> None:
+    alice = store.create_token("alice", 1.0)
+    assert store.cached_caller(alice) is None  # not looked up yet
+    who = store.caller_for_token(alice)
+    assert who is not None and who.name == "alice"
+    assert store.cached_caller(alice) == who  # the next request needs no query
+    assert store.caller_for_token("not-a-token") is None
+    assert store.cached_caller("not-a-token") is None  # failures are never remembered
+    store.create_token("bob", 2.0)  # any token change forgets every remembered lookup
+    assert store.cached_caller(alice) is None
+    assert store.caller_for_token(alice) == who
+    new = store.create_token("alice", 3.0)  # replaces alice's token: the old one fails at once
+    assert store.caller_for_token(alice) is None
+    assert store.caller_for_token(new) == who

@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import secrets
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,12 @@ from stint.runtime.states import JobState, check_transition
 from stint.runtime.tables import Job, NodeRow, Override, Token, Transition, User
 
 ADMIN_NAME = "admin"
+TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
+
+# The submission's two inserts, built once: building them per request (``insert().values(...)``)
+# costs more CPU than executing them.
+_INSERT_JOB = insert(Job).returning(Job.id)
+_INSERT_FIRST_TRANSITION = insert(Transition)
 
 
 def normalize_url(url: str) -> str:
@@ -120,6 +128,9 @@ class Store:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._reader = self.engine.execution_options(stint_read_only=True)
         self._readers = sessionmaker(self._reader, expire_on_commit=False)
+        self._callers: dict[str, tuple[Caller, float]] = {}  # token hash -> (caller, expiry)
+        self._callers_lock = threading.Lock()
+        self._callers_gen = 0  # bumped by forget_tokens: a lookup racing a change is not kept
 
     def migrate(self) -> None:
         migrate(self.engine)
@@ -156,7 +167,19 @@ class Store:
                 s.delete(old)
                 s.flush()
             s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=now))
+        self.forget_tokens()  # the replaced token must stop working at once
         return token
+
+    def forget_tokens(self) -> None:
+        """Drop the remembered token lookups (done whenever a token is created or replaced)."""
+        with self._callers_lock:
+            self._callers.clear()
+            self._callers_gen += 1
+
+    def cached_caller(self, token: str) -> Caller | None:
+        """The remembered owner of ``token`` (no database access), or None if not remembered."""
+        hit = self._callers.get(hash_token(token))
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
 
     def ensure_admin_token(self, path: Path, now: float) -> str | None:
         """On an empty store, create the admin user and write its token to ``path`` (mode 0600)."""
@@ -172,11 +195,26 @@ class Store:
         return token
 
     def caller_for_token(self, token: str) -> Caller | None:
+        """The token's owner, or None. Every API request calls this, so a valid token's lookup is
+        remembered for ``TOKEN_TTL_S`` seconds; ``create_token`` forgets them all, so a token
+        replaced through this store (the API, hence ``stint token create``) fails at once, and one
+        replaced by any other writer of the database within ``TOKEN_TTL_S``. Unknown tokens are
+        never remembered (a new token works at once)."""
+        hit = self.cached_caller(token)
+        if hit is not None:
+            return hit
+        key, gen = hash_token(token), self._callers_gen
         q = (select(User.id, User.name, User.is_admin).join(Token, Token.user_id == User.id)
-             .where(Token.token_hash == hash_token(token)))
-        with self._reader.connect() as conn:  # Core, no ORM session: every request calls this
+             .where(Token.token_hash == key))
+        with self._reader.connect() as conn:  # Core, no ORM session
             row = conn.execute(q).first()
-        return Caller(row.id, row.name, row.is_admin) if row else None
+        if row is None:
+            return None
+        who = Caller(row.id, row.name, row.is_admin)
+        with self._callers_lock:
+            if gen == self._callers_gen:
+                self._callers[key] = (who, time.monotonic() + TOKEN_TTL_S)
+        return who
 
     # -- nodes -----------------------------------------------------------------------------
     def set_nodes(self, nodes: Sequence[tuple[str, int]]) -> None:
@@ -208,10 +246,10 @@ class Store:
             "cancel_requested": False, "preempt_requested": False,
         }
         with self.engine.begin() as conn:
-            job_id = conn.execute(insert(Job).values(**values).returning(Job.id)).scalar_one()
-            conn.execute(insert(Transition).values(
-                job_id=job_id, src="", dst=str(JobState.QUEUED), at=now, attempt=0,
-                reason=f"submitted by {caller.name}"))
+            job_id = conn.execute(_INSERT_JOB, values).scalar_one()
+            conn.execute(_INSERT_FIRST_TRANSITION, {
+                "job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now, "attempt": 0,
+                "reason": f"submitted by {caller.name}"})
         return Job(id=job_id, **values)
 
     def get_job(self, job_id: int, caller: Caller | None = None) -> Job | None:
