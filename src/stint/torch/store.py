@@ -76,16 +76,33 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_durably(path: Path, data: memoryview | bytes) -> None:
-    """Write ``data`` to a fresh temp file next to ``path``, fsync it, and rename it to ``path``."""
+def _write_tmp(path: Path, data: memoryview | bytes) -> tuple[int, Path]:
+    """Write ``data`` to a fresh temp file next to ``path``; return its still open fd and name."""
     tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb", buffering=0) as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
         view = memoryview(data).cast("B")
         while view:
-            n = f.write(view)
-            view = view[n:]
-        os.fsync(f.fileno())
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return fd, tmp
+
+
+def _commit(fd: int, tmp: Path, path: Path) -> None:
+    """fsync and close a file written by :func:`_write_tmp`, then rename it into place."""
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+
+
+def _write_durably(path: Path, data: memoryview | bytes) -> None:
+    """Write ``data`` to a fresh temp file next to ``path``, fsync it, and rename it to ``path``."""
+    _commit(*_write_tmp(path, data), path)
 
 
 def _sha256(data: memoryview | bytearray) -> str:
@@ -107,6 +124,8 @@ class CheckpointStore:
         self._blobs = self.root / "blobs"
         self._manifests = self.root / "manifests"
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stint-ckpt")
+        # fsync waits for the device, not the CPU: on its own threads it overlaps the next write.
+        self._syncer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-fsync")
         # SHA-256 is the CPU cost of a checkpoint; hashlib drops the GIL, so two threads use two cores.
         self._hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-hash")
 
@@ -135,10 +154,10 @@ class CheckpointStore:
             path = self._blob_path(h)
             if path.exists() and path.stat().st_size == len(data):
                 continue  # deduplicated: identical content is already durable
-            pending.append(self._writer.submit(_write_durably, path, data))
+            pending.append(self._writer.submit(self._write_blob, path, data))
             written += len(data)
         for f in pending:
-            f.result()
+            f.result().result()  # written, then fsynced and renamed
         if pending:
             _fsync_dir(self._blobs)  # the renames are durable too
         body = {
@@ -157,6 +176,11 @@ class CheckpointStore:
         stats = SaveStats(step, total, written, len(blob_sizes), len(pending), 0.0)
         self.prune(newest=step)
         return SaveStats(**dict(asdict(stats), seconds=time.perf_counter() - t0))
+
+    def _write_blob(self, path: Path, data: memoryview) -> Future[None]:
+        """Write one blob on the writer thread; its fsync and rename run on a sync thread."""
+        fd, tmp = _write_tmp(path, data)
+        return self._syncer.submit(_commit, fd, tmp, path)
 
     def _group(self, tensors: list[torch.Tensor]) -> list[tuple[memoryview, list[tuple[int, int, int]]]]:
         """One blob per large tensor; all small tensors packed, in order, into one more blob."""
