@@ -103,3 +103,21 @@ def test_saving_an_older_step_forks_history(tmp_path):
 def test_keep_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="keep=0"):
         CheckpointStore(tmp_path, keep=0)
+
+
+def test_tensors_written_ahead_of_their_hash_are_committed_or_dropped_correctly(tmp_path):
+    """Changed tensors are written while hashed; if the content is an old blob after all, nothing stays."""
+    store = CheckpointStore(tmp_path)
+    big = torch.arange(SMALL_TENSOR, dtype=torch.float32)
+    store.save(1, {"w": big})
+    big.add_(0.0)  # bumps the version counter (so the store guesses "changed") but not the content
+    again = store.save(2, {"w": big})
+    assert again.bytes_written == 0 and again.blobs_written == 0
+    big.add_(1.0)  # really changed: written ahead, then committed under its hash
+    third = store.save(3, {"w": big})
+    assert third.blobs_written == 1 and third.bytes_written == big.numel() * 4
+    assert sorted(p.name for p in (tmp_path / "blobs").iterdir() if p.name.startswith(".tmp")) == []
+    ckpt, state = store.load_latest()
+    assert ckpt.step == 3 and torch.equal(state["w"], big)
+    (ckpt2,) = [c for c in store.checkpoints() if c.step == 2]
+    assert torch.equal(store.load(ckpt2)["w"], torch.arange(SMALL_TENSOR, dtype=torch.float32))

@@ -100,6 +100,18 @@ def _commit(fd: int, tmp: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _commit_written(written: Future[tuple[int, Path]], path: Path) -> None:
+    """Commit a file written ahead of knowing its name, once its write is done."""
+    _commit(*written.result(), path)
+
+
+def _discard(written: Future[tuple[int, Path]]) -> None:
+    """Drop a file written ahead that turned out to duplicate a durable blob (never fsynced)."""
+    fd, tmp = written.result()
+    os.close(fd)
+    tmp.unlink(missing_ok=True)
+
+
 def _write_durably(path: Path, data: memoryview | bytes) -> None:
     """Write ``data`` to a fresh temp file next to ``path``, fsync it, and rename it to ``path``."""
     _commit(*_write_tmp(path, data), path)
@@ -126,6 +138,7 @@ class CheckpointStore:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stint-ckpt")
         # fsync waits for the device, not the CPU: on its own threads it overlaps the next write.
         self._syncer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-fsync")
+        self._last_keys: set[tuple[tuple[int, int, int], ...]] = set()
         # SHA-256 is the CPU cost of a checkpoint; hashlib drops the GIL, so two threads use two cores.
         self._hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-hash")
 
@@ -139,25 +152,42 @@ class CheckpointStore:
         groups = self._group(tensors)
         blob_sizes: dict[str, int] = {}
         metas: list[codec.TensorMeta | None] = [None] * len(tensors)
-        pending: list[Future[None]] = []
-        written = 0
+        pending: list[Future[Any]] = []
+        written = blobs_written = 0
         items: list[tuple[memoryview, list[tuple[int, int, int]]]] = [(memoryview(skeleton), [])] + groups
         hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
-        for (data, members), hashed in zip(items, hashes):
+        # Blobs whose tensors changed since this store's last save are written while they are
+        # hashed (the hash only names the file); unchanged ones are hashed first, so a dedup hit
+        # costs no write. A wrong guess costs one unneeded copy into the page cache, never a bad blob.
+        keys = [tuple(self._key(tensors[i]) for i, _, _ in members) for _, members in items]
+        early = {
+            n: self._writer.submit(_write_tmp, self._blobs / f"new-{n}", data)
+            for n, ((data, members), key) in enumerate(zip(items, keys))
+            if members and key not in self._last_keys
+        }
+        self._last_keys = set(keys)
+        for n, ((data, members), hashed) in enumerate(zip(items, hashes)):
             h = hashed.result()  # blob i is written while blobs i+1, i+2 are hashed
             for index, offset, nbytes in members:
                 t = tensors[index]
                 metas[index] = codec.TensorMeta(h, offset, nbytes, str(t.dtype), tuple(t.shape))
-            if h in blob_sizes:
+            path = self._blob_path(h)
+            if h in blob_sizes or (path.exists() and path.stat().st_size == len(data)):
+                blob_sizes[h] = len(data)  # deduplicated: identical content is already durable
+                if n in early:
+                    pending.append(self._syncer.submit(_discard, early[n]))
                 continue
             blob_sizes[h] = len(data)
-            path = self._blob_path(h)
-            if path.exists() and path.stat().st_size == len(data):
-                continue  # deduplicated: identical content is already durable
-            pending.append(self._writer.submit(self._write_blob, path, data))
+            if n in early:
+                pending.append(self._syncer.submit(_commit_written, early[n], path))
+            else:
+                pending.append(self._writer.submit(self._write_blob, path, data))
             written += len(data)
+            blobs_written += 1
         for f in pending:
-            f.result().result()  # written, then fsynced and renamed
+            r = f.result()
+            if isinstance(r, Future):
+                r.result()  # written, then fsynced and renamed
         if pending:
             _fsync_dir(self._blobs)  # the renames are durable too
         body = {
@@ -173,7 +203,7 @@ class CheckpointStore:
         _write_durably(self._manifest_path(step), json.dumps(manifest, indent=1).encode())
         _fsync_dir(self._manifests)
         total = sum(blob_sizes.values())
-        stats = SaveStats(step, total, written, len(blob_sizes), len(pending), 0.0)
+        stats = SaveStats(step, total, written, len(blob_sizes), blobs_written, 0.0)
         self.prune(newest=step)
         return SaveStats(**dict(asdict(stats), seconds=time.perf_counter() - t0))
 
@@ -181,6 +211,11 @@ class CheckpointStore:
         """Write one blob on the writer thread; its fsync and rename run on a sync thread."""
         fd, tmp = _write_tmp(path, data)
         return self._syncer.submit(_commit, fd, tmp, path)
+
+    @staticmethod
+    def _key(t: torch.Tensor) -> tuple[int, int, int]:
+        """Where ``t`` lives and its in-place version counter: equal keys suggest equal content."""
+        return (t.data_ptr(), t._version, t.numel() * t.element_size())
 
     def _group(self, tensors: list[torch.Tensor]) -> list[tuple[memoryview, list[tuple[int, int, int]]]]:
         """One blob per large tensor; all small tensors packed, in order, into one more blob."""
