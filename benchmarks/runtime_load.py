@@ -6,6 +6,7 @@
    -> policy.plan -> reconcile -> intents, for each policy given.
 
 Usage: .venv/bin/python benchmarks/runtime_load.py [--jobs 10000] [--policies fifo,tiresias]
+       [--only submit|pass] [--tick 0.1]
 ``GET /v1/health`` through the same server and client is printed first as a baseline: the machine
 is shared and noisy, so the ratio submit/health is the steadier figure.
 Every submitted job needs the whole 4-GPU cluster and runs `sleep`, so one job runs and the rest
@@ -29,8 +30,9 @@ from rt_helpers import ServeProc, kill_leftover_workers
 JOB = {"command": ["sleep", "600"], "gpus": 4}
 
 
-def submissions(n: int, clients: int, root: Path, path: str = "/v1/jobs") -> tuple[float, list[float]]:
-    serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}")
+def submissions(n: int, clients: int, root: Path, path: str = "/v1/jobs",
+                tick: float = 0.1) -> tuple[float, list[float]]:
+    serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}", "--tick", str(tick))
     serve.start()
     latencies: list[float] = []
     lock = threading.Lock()
@@ -104,12 +106,15 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--policies", default="fifo,tiresias")
     ap.add_argument("--only", choices=["submit", "pass"], default=None)
+    ap.add_argument("--tick", type=float, default=0.1,
+                    help="controller period of the served control plane (stint serve's default: 0.5)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         runs = [] if args.only == "pass" else [(1, "/v1/health"), (1, "/v1/jobs"), (4, "/v1/jobs")]
         for clients, path in runs:
-            rate, lat = submissions(args.jobs, clients, root / f"c{clients}{path[4:8]}", path)
+            rate, lat = submissions(args.jobs, clients, root / f"c{clients}{path[4:8]}", path,
+                                    args.tick)
             q = statistics.quantiles(lat, n=100)
             print(f"{'GET ' + path if path != '/v1/jobs' else 'submit':<15} clients={clients}  "
                   f"n={len(lat)}  {rate:7.0f} /s  p50 {q[49] * 1e3:5.1f} ms  "
