@@ -157,7 +157,8 @@ class Controller:
         return tick is not None and now - self._last_plan_at >= tick
 
     def recover(self, now: float) -> None:
-        """After a restart: re-adopt live attempts, apply exits missed while down, redo intents."""
+        """After a restart (or a step that raised): re-adopt live attempts, apply exits missed
+        meanwhile, redo intents."""
         alive = self.executor.running()
         # Poll after ``running``: an attempt that ends in between is then reported, not lost.
         # (The local executor also computes an attempt's exit record only when it is polled.)

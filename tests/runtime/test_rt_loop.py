@@ -1,0 +1,130 @@
+"""The ``stint serve`` control loop survives failing steps: a real ``ControlLoop`` thread over a
+real LocalExecutor and real worker processes, with an executor wrapper that raises on chosen calls.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from rt_helpers import counter_cmd, wait_for
+
+from stint.policies import make
+from stint.runtime.controller import Controller, ControllerConfig
+from stint.runtime.executor.base import ExecutorError
+from stint.runtime.executor.local import LocalExecutor
+from stint.runtime.serve import ControlLoop, add_health_route
+from stint.runtime.store import NewJob, Store
+
+STEPS = 20
+
+
+class FlakyExecutor:
+    """Delegates to a real executor; the first ``fail[name]`` calls of method ``name`` raise."""
+
+    def __init__(self, inner: LocalExecutor, fail: dict[str, int],
+                 error: type[Exception] = ExecutorError) -> None:
+        self.inner, self.fail, self.error = inner, dict(fail), error
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self.inner, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            if self.fail.get(name, 0) > 0:
+                self.fail[name] -= 1
+                raise self.error(f"injected failure in {name}")
+            return real(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def loop_over(store: Store, tmp_path: Path) -> Iterator[Any]:
+    made: list[tuple[ControlLoop, LocalExecutor]] = []
+
+    def start(fail: dict[str, int], error: type[Exception] = ExecutorError
+              ) -> tuple[ControlLoop, FlakyExecutor]:
+        inner = LocalExecutor(tmp_path / "executor", nodes=2, gpus_per_node=2)
+        flaky = FlakyExecutor(inner, fail, error)
+        config = ControllerConfig(jobs_dir=tmp_path / "jobs", max_retries=3, grace_s=10.0)
+        loop = ControlLoop(Controller(store, flaky, make("fifo"), config), tick_s=0.05)  # type: ignore[arg-type]
+        made.append((loop, inner))
+        loop.start()
+        return loop, flaky
+
+    yield start
+    for loop, inner in made:
+        loop.stopping.set()
+        loop.join(10)
+        for jid in inner.running():
+            inner.kill(jid)
+        wait_for(lambda inner=inner: not inner.running(), 10, "workers to exit")
+        inner.close()
+
+
+def submit(store: Store, out: Path) -> int:
+    caller = store.caller_for_token(store.create_token("alice", time.time()))
+    assert caller is not None
+    spec = NewJob("t", counter_cmd(STEPS, out), 1, 1, 1, "standard", 1.0, None)
+    return store.add_job(spec, caller, time.time()).id
+
+
+def state(store: Store, job_id: int) -> str:
+    job = store.get_job(job_id)
+    assert job is not None
+    return str(job.state)
+
+
+def test_failing_launch_is_retried_and_the_job_completes(loop_over: Any, store: Store,
+                                                         tmp_path: Path) -> None:
+    job = submit(store, tmp_path / "out")
+    # Not an ExecutorError (which the controller turns into a failed attempt): an unexpected
+    # error, e.g. a lost connection to the cluster, escapes the step after its intents committed.
+    loop, flaky = loop_over({"launch": 1}, ConnectionError)
+    wait_for(lambda: state(store, job) == "succeeded", 60, "the job to succeed")
+    assert loop.is_alive()  # the failing step did not end the thread
+    assert flaky.calls["launch"] == 2  # the failed launch, then the retry that worked
+    assert loop.failures == 1 and loop.consecutive_failures == 0
+    assert loop.last_error is not None and "injected failure in launch" in loop.last_error
+    assert loop.health()["status"] == "ok"
+    out = tmp_path / "out"
+    assert json.loads((out / "result.json").read_text())["total"] == STEPS * (STEPS + 1) // 2
+    assert (out / "completions").read_text().count("\n") == 1  # ran to completion exactly once
+    assert [t.dst for t in store.transitions(job)][-3:] == ["starting", "running", "succeeded"]
+
+
+def test_failing_recover_and_poll_are_retried_and_health_reports_them(
+        loop_over: Any, store: Store, tmp_path: Path) -> None:
+    job = submit(store, tmp_path / "out")
+    loop, flaky = loop_over({"running": 2, "poll": 3})
+    app = FastAPI()
+    add_health_route(app, loop)
+    http = TestClient(app)
+    wait_for(lambda: state(store, job) == "succeeded", 60, "the job to succeed")
+    assert loop.recovered and loop.failures == 5
+    assert flaky.calls["running"] >= 3  # recover ran three times: two failures, then success
+    r = http.get("/v1/health/controller")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert r.json()["failures"] == 5
+
+
+def test_health_is_503_while_steps_keep_failing(loop_over: Any, store: Store) -> None:
+    loop, _ = loop_over({"poll": 10_000})
+    app = FastAPI()
+    add_health_route(app, loop)
+    http = TestClient(app)
+    wait_for(lambda: loop.consecutive_failures >= 2, 30, "two failed steps")
+    r = http.get("/v1/health/controller")
+    assert r.status_code == 503
+    assert r.json()["status"] == "failing" and "injected failure in poll" in r.json()["last_error"]
+    assert loop.is_alive()
