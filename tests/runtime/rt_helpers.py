@@ -46,6 +46,7 @@ class ServeProc:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] | None = None  # the server's environment (default: inherited)
 
     def start(self) -> None:
         cmd = [STINT, "serve", "--data-dir", str(self.data_dir), "--db", self.db_url,
@@ -53,7 +54,7 @@ class ServeProc:
                "--tick", "0.1", "--grace", "10", *self.extra]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = (self.data_dir.parent / "serve.log").open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         wait_for(self._healthy, 60, "stint serve to answer")
 
     def _healthy(self) -> bool:
