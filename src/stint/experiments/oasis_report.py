@@ -16,15 +16,7 @@ import numpy as np
 
 from stint.experiments import oasis_paper as paper
 from stint.experiments.oasis_figs import Row
-
-
-def _pyplot():  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from stint.report.plots import pyplot, save
 
 
 def group(rows: Sequence[Row], keys: Sequence[str], value: str) -> dict[tuple[Any, ...], np.ndarray]:
@@ -64,7 +56,7 @@ def _section(out: Path, figure: str, lines: list[str]) -> str:
 def _line_plot(path: Path, xs: Sequence[int], series: dict[str, list[np.ndarray]], xlabel: str,
                ylabel: str, title: str) -> None:
     """One line per series with mean ± std error bars at each x."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, values in series.items():
         ax.errorbar(xs, [v.mean() for v in values], yerr=[v.std() for v in values], marker="o",
@@ -74,9 +66,7 @@ def _line_plot(path: Path, xs: Sequence[int], series: dict[str, list[np.ndarray]
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
@@ -139,7 +129,7 @@ def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
                                                 "q3", "p95"))
     write_csv(out / "oasis-fig4-seeds.csv", rows, ("policy", "seed", "job", "class", "delta",
                                                    "finished"))
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     data = [g[(p, c)] for p in policies for c in ("critical", "sensitive") if (p, c) in g]
     labels = [f"{p}\n{c}" for p in policies for c in ("critical", "sensitive") if (p, c) in g]
@@ -148,9 +138,7 @@ def fig4(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     ax.set_ylabel("actual − target completion (slots)")
     ax.set_title("Fig. 4 (100 time-critical + 100 time-sensitive jobs, T = 100)")
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "oasis-fig4.png", dpi=120)
-    plt.close(fig)
+    save(fig, out / "oasis-fig4.png")
     lines = ["## Fig. 4: actual − target completion, slots (T = 100)", "",
              ("Admitted jobs only (jobs rejected by OASiS or RRH never run); jobs unfinished at T "
               "count as finishing in the last slot. Whiskers: 5th–95th percentile."), "",
@@ -190,7 +178,7 @@ def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
                                               "pooled_ratio", "max_ratio"))
     write_csv(out / "oasis-fig5-seeds.csv", runs, (*key, "oasis", "opt", "opt_bound", "optimal",
                                                    "ratio"))
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ranges = sorted({k[0] for k in g}, key=lambda s: [int(x) for x in s[1:-1].split(",")])
     width = 0.8 / max(1, len(ranges))
@@ -205,9 +193,7 @@ def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     ax.set_title("Fig. 5 (10 jobs, T = 10)")
     ax.grid(True, alpha=0.3, axis="y")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "oasis-fig5.png", dpi=120)
-    plt.close(fig)
+    save(fig, out / "oasis-fig5.png")
     lines = ["## Fig. 5: OPT / OASiS (10 jobs, T = 10)", "",
              ("Per cell: mean ± std of the per-instance ratio (median; pooled ΣOPT / ΣOASiS) / "
               "the paper's value."), "",

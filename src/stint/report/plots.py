@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (imported on first use: it is slow)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -18,9 +19,16 @@ def _pyplot() -> Any:
     return plt
 
 
+def save(fig: Any, path: Path) -> None:
+    """Write ``fig`` to ``path`` as a PNG and free it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+
+
 def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> None:
     """Empirical CDF of job completion times, one line per policy, log-scaled time axis."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for policy, values in jcts.items():
         x = np.sort(np.asarray(values, dtype=float) / 3600.0)
@@ -31,9 +39,7 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> None:
     ax.set_ylabel("fraction of jobs")
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def over_time(
@@ -43,7 +49,7 @@ def over_time(
     max_points: int = 4000,
 ) -> None:
     """GPU utilization and waiting jobs over time (days), one line per policy, as step plots."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     for policy, (t, busy, queue) in series.items():
         t_arr, b_arr, q_arr = (np.asarray(a, dtype=float) for a in (t, busy, queue))
@@ -60,6 +66,4 @@ def over_time(
     for ax in (top, bottom):
         ax.grid(True, alpha=0.3)
     top.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
