@@ -6,7 +6,10 @@ re-solved with ``scipy.optimize.milp``:
 - maximise utilisation: Σ_i (Y_i Σ_r w_i^r / C_w^r + Z_i Σ_r s_i^r / C_p^r);
 - capacity per resource over each host group (aggregate), 0 <= Y_i <= N_i, (6) b_i Y_i <= B_i Z_i
   and (7) Z_i <= Y_i;
-- fairness: Y_i >= floor((1 - θ) · Y_i^DRF), the job's DRF share on the same cluster;
+- fairness: Y_i >= (1 - θ) · Y_i^DRF, the job's DRF count on the same cluster, i.e.
+  Y_i >= ceil((1 - θ) · Y_i^DRF) for integer Y_i. (Rounding it down instead would let a job
+  DRF gives one worker drop to none: under overload, where most DRF counts are 1, the floor
+  would vanish and Dorm would choose which jobs run at all, an admission control it lacks.)
 - adjustment overhead: at most ``max(1, ceil(adjust · running))`` running jobs change counts
   (binary δ_i with |Y_i - Y_i^prev| <= N_i δ_i).
 
@@ -69,7 +72,8 @@ class Dorm:
         free = FreeCapacity(view.cluster)
         cw, cp = free.totals(False), free.totals(True)
         fair = drf_fill([st.spec for st in jobs], free)
-        floor_y = np.array([math.floor((1 - self.theta) * fair[st.job_id].num_workers)
+        # Integer Y_i >= (1 - θ) Y_i^DRF; the epsilon keeps θ = 0.1 on 10 workers at 9.
+        floor_y = np.array([math.ceil((1 - self.theta) * fair[st.job_id].num_workers - 1e-9)
                             for st in jobs])
         for fairness, adjustment in ((True, True), (True, False), (False, False)):
             y = self._milp(jobs, cw, cp, floor_y if fairness else None, adjustment)
