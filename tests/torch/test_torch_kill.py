@@ -72,8 +72,15 @@ def _check_every_listed_checkpoint_is_whole(root: Path) -> int:
     return len(found)
 
 
-def _manifests(root: Path) -> set[str]:
-    return {p.name for p in (root / "manifests").glob("step-*")} if (root / "manifests").exists() else set()
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # renamed or deleted since it was listed
+        return 0
+
+
+def _checkpoint_files(root: Path) -> set[str]:
+    return {p.name for p in root.glob("step-*")} if root.exists() else set()
 
 
 def _after_next_checkpoint(seen: set[str], delay: float) -> Callable[[Path], bool]:
@@ -81,7 +88,7 @@ def _after_next_checkpoint(seen: set[str], delay: float) -> Callable[[Path], boo
     marks: list[float] = []
 
     def trigger(root: Path) -> bool:
-        if not marks and _manifests(root) - seen:
+        if not marks and _checkpoint_files(root) - seen:
             marks.append(time.monotonic())
         return bool(marks) and time.monotonic() - marks[0] > delay
 
@@ -89,21 +96,22 @@ def _after_next_checkpoint(seen: set[str], delay: float) -> Callable[[Path], boo
 
 
 def test_sigkill_during_writes_leaves_only_whole_checkpoints(tmp_path):
-    # 1. Killed while a blob is being written (a temp blob file exists). The rename may win the race
-    #    with the kill now and then: try until a half-written temp file is really left behind.
+    # 1. Killed while a checkpoint is being written (its temp file exists). The rename may win the
+    #    race with the kill now and then: try until a half-written temp file is really left behind.
     for _ in range(5):
-        assert _kill_when(tmp_path, lambda r: any(p.parent.name == "blobs" for p in _temp_files(r)))
+        assert _kill_when(tmp_path, lambda r: bool(_temp_files(r)))
         _check_every_listed_checkpoint_is_whole(tmp_path)
         if _temp_files(tmp_path):
             break
     assert _temp_files(tmp_path), "no kill left a half-written temp file behind"
-    # 2. Killed while (or just after) a manifest is being written, if the poll catches it.
-    _kill_when(tmp_path, lambda r: any(p.parent.name == "manifests" for p in _temp_files(r)))
+    # 2. Killed once the temp file has grown past the blobs (manifest and footer being written,
+    #    fsync or rename under way), if the poll catches it.
+    _kill_when(tmp_path, lambda r: any(_size(p) >= 4 * N for p in _temp_files(r)))
     _check_every_listed_checkpoint_is_whole(tmp_path)
     # 3. Killed at random moments after the writer's next checkpoint.
     rng = random.Random(5)
     for _ in range(3):
-        assert _kill_when(tmp_path, _after_next_checkpoint(_manifests(tmp_path), rng.uniform(0.0, 0.2)))
+        assert _kill_when(tmp_path, _after_next_checkpoint(_checkpoint_files(tmp_path), rng.uniform(0.0, 0.2)))
         _check_every_listed_checkpoint_is_whole(tmp_path)
     # 4. The next writer cleans up what the killed ones left and goes on.
     store = CheckpointStore(tmp_path, keep=2)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -41,26 +39,52 @@ def test_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
     _assert_same(state, _state(7))
 
 
+def _blob(store: CheckpointStore, step: int, shape: list[int]) -> dict:
+    """Where checkpoint ``step`` keeps the tensor of ``shape``: file, offset, size."""
+    (ckpt,) = [c for c in store.checkpoints() if c.step == step]
+    h = next(t["blob"] for t in ckpt.manifest["tensors"] if t["shape"] == shape)
+    return ckpt.manifest["blobs"][h]
+
+
+BIG = [SMALL_TENSOR // 4 + 10]
+
+
 def test_unchanged_tensors_are_not_written_again(tmp_path):
     store = CheckpointStore(tmp_path, keep=3)
-    first = store.save(1, _state(1))
-    again = store.save(2, _state(2))
-    frozen = SMALL_TENSOR * 4
-    # Only "frozen" is identical between steps 1 and 2: it is stored once.
+    state = _state(1)  # the same tensor objects across saves, as a model's are
+    first = store.save(1, state)
+    state["big"].fill_(2.0)  # changed in place; everything else untouched
+    again = store.save(2, state)
     assert again.bytes_total == first.bytes_total
-    assert again.bytes_written == first.bytes_written - frozen
-    same = store.save(3, _state(2))  # same content as step 2: only the manifest is new
+    assert again.blobs_written == 1 and again.bytes_written == state["big"].numel() * 4
+    assert _blob(store, 2, [SMALL_TENSOR])["file"] == "step-000000000001.ckpt"  # "frozen": shared
+    same = store.save(3, state)  # nothing changed: only the manifest is new
     assert same.bytes_written == 0 and same.blobs_written == 0
+    for step, value in ((1, 1.0), (2, 2.0), (3, 2.0)):
+        (ckpt,) = [c for c in store.checkpoints() if c.step == step]
+        assert torch.equal(store.load(ckpt)["big"], torch.full(BIG, value))
 
 
-def test_prune_keeps_the_newest_and_removes_orphan_blobs(tmp_path):
+def test_prune_keeps_the_newest_and_removes_the_rest(tmp_path):
     store = CheckpointStore(tmp_path, keep=2)
     for step in range(1, 5):
-        store.save(step, _state(step))
+        store.save(step, _state(step))  # fresh tensors: nothing shared between checkpoints
     assert [c.step for c in store.checkpoints()] == [4, 3]
-    live = {h for c in store.checkpoints() for h in c.manifest["blobs"]}
-    on_disk = {p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()}
-    assert on_disk == live
+    assert {p.name for p in tmp_path.iterdir()} == {c.path.name for c in store.checkpoints()}
+
+
+def test_prune_keeps_an_older_file_while_a_kept_checkpoint_reads_from_it(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    state = _state(1)
+    for step in range(1, 5):
+        state["big"].fill_(float(step))
+        store.save(step, state)
+    assert [c.step for c in store.checkpoints()] == [4, 3, 1]  # 1 holds "frozen" for 3 and 4
+    assert torch.equal(store.load_latest()[1]["frozen"], _state(0)["frozen"])
+    store.save(5, _state(5))  # new tensors throughout: the older files are no longer needed
+    store.save(6, _state(6))
+    assert [c.step for c in store.checkpoints()] == [6, 5]
+    assert {p.name for p in tmp_path.iterdir()} == {"step-000000000006.ckpt", "step-000000000005.ckpt"}
 
 
 def test_a_corrupt_blob_is_detected_and_the_older_checkpoint_loaded(tmp_path, capsys):
@@ -68,11 +92,10 @@ def test_a_corrupt_blob_is_detected_and_the_older_checkpoint_loaded(tmp_path, ca
     store.save(1, _state(1))
     newest = store.save(2, _state(2))
     assert newest.step == 2
-    manifest = json.loads((tmp_path / "manifests" / "step-000000000002.json").read_text())
-    big = next(t["blob"] for t in manifest["tensors"] if t["shape"] == [SMALL_TENSOR // 4 + 10])
-    path = tmp_path / "blobs" / big
+    loc = _blob(store, 2, BIG)
+    path = tmp_path / loc["file"]
     data = bytearray(path.read_bytes())
-    data[100] ^= 0xFF  # same size, different content: only the hash can tell
+    data[loc["offset"] + 100] ^= 0xFF  # same size, different content: only the hash can tell
     path.write_bytes(bytes(data))
     ckpt, state = store.load_latest()
     assert ckpt.step == 1
@@ -80,16 +103,26 @@ def test_a_corrupt_blob_is_detected_and_the_older_checkpoint_loaded(tmp_path, ca
     assert "skipping corrupt checkpoint" in capsys.readouterr().err
 
 
-def test_a_damaged_manifest_or_missing_blob_is_not_a_checkpoint(tmp_path):
+def test_a_damaged_manifest_or_cut_file_is_not_a_checkpoint(tmp_path):
     store = CheckpointStore(tmp_path, keep=3)
     for step in (1, 2, 3):
         store.save(step, _state(step))
-    m3 = tmp_path / "manifests" / "step-000000000003.json"
-    m3.write_text(m3.read_text().replace('"step": 3', '"step": 9'))  # checksum no longer matches
-    m2 = json.loads((tmp_path / "manifests" / "step-000000000002.json").read_text())
-    big = next(t["blob"] for t in m2["tensors"] if t["shape"] == [SMALL_TENSOR // 4 + 10])
-    (tmp_path / "blobs" / big).unlink()
+    f3 = tmp_path / "step-000000000003.ckpt"
+    f3.write_bytes(f3.read_bytes().replace(b'"step": 3', b'"step": 9'))  # checksum no longer matches
+    f2 = tmp_path / "step-000000000002.ckpt"
+    f2.write_bytes(f2.read_bytes()[:-1])  # footer cut short
     assert [c.step for c in store.checkpoints()] == [1]
+
+
+def test_a_checkpoint_whose_shared_file_is_gone_is_not_a_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path, keep=3)
+    state = _state(1)
+    store.save(1, state)
+    state["big"].fill_(2.0)
+    store.save(2, state)  # reads "frozen" from step 1's file
+    store.save(3, _state(3))  # fresh tensors: self-contained
+    (tmp_path / "step-000000000001.ckpt").unlink()
+    assert [c.step for c in store.checkpoints()] == [3]
 
 
 def test_saving_an_older_step_forks_history(tmp_path):
@@ -105,18 +138,19 @@ def test_keep_must_be_positive(tmp_path):
         CheckpointStore(tmp_path, keep=0)
 
 
-def test_tensors_written_ahead_of_their_hash_are_committed_or_dropped_correctly(tmp_path):
-    """Changed tensors are written while hashed; if the content is an old blob after all, nothing stays."""
+def test_a_tensor_changed_in_place_is_written_again_and_loads_right(tmp_path):
+    """The store guesses "changed" from the version counter and writes ahead of the hash."""
     store = CheckpointStore(tmp_path)
     big = torch.arange(SMALL_TENSOR, dtype=torch.float32)
     store.save(1, {"w": big})
-    big.add_(0.0)  # bumps the version counter (so the store guesses "changed") but not the content
+    big.add_(0.0)  # bumps the version counter but not the content: written again, not shared
     again = store.save(2, {"w": big})
-    assert again.bytes_written == 0 and again.blobs_written == 0
-    big.add_(1.0)  # really changed: written ahead, then committed under its hash
+    assert again.blobs_written == 1 and again.bytes_written == big.numel() * 4
+    assert _blob(store, 2, [SMALL_TENSOR])["file"] == "step-000000000002.ckpt"
+    big.add_(1.0)
     third = store.save(3, {"w": big})
     assert third.blobs_written == 1 and third.bytes_written == big.numel() * 4
-    assert sorted(p.name for p in (tmp_path / "blobs").iterdir() if p.name.startswith(".tmp")) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     ckpt, state = store.load_latest()
     assert ckpt.step == 3 and torch.equal(state["w"], big)
     (ckpt2,) = [c for c in store.checkpoints() if c.step == 2]

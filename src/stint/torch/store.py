@@ -1,31 +1,35 @@
-"""A job's checkpoint directory: content-addressed blobs and atomic manifests.
+"""A job's checkpoint directory: one self-describing file per checkpoint, deduplicated by content.
 
 Layout of ``root`` (``STINT_CKPT_DIR``)::
 
-    blobs/abcdef...         raw bytes, named by their SHA-256; written to a temp name, fsynced,
-                            then renamed, so a blob name always means complete content
-    manifests/step-000000000120.json
-                            one checkpoint: skeleton and tensor table, meta, and a checksum of
-                            itself; written to a temp file, fsynced, renamed, directory fsynced
+    step-000000000120.ckpt   one checkpoint: the bytes of every blob new in it, back to back, then
+                             its manifest (JSON: skeleton, tensor table, where each blob lives, meta,
+                             a checksum of itself), then a footer (manifest length, magic)
+    .tmp-step-...            a checkpoint being written
 
-A checkpoint exists only once its manifest is renamed into place, after every blob it names is
-durable, so a writer killed at any instant leaves either the old set of checkpoints or the old
-set plus one complete new one. Loading verifies every blob's hash as well, so even bit rot is
-caught: a corrupt checkpoint is skipped in favour of the next older one, never loaded.
+A checkpoint is written to a temp file, fsynced once, renamed into place and the directory
+fsynced: it exists only once renamed, so a writer killed at any instant leaves either the old set
+of checkpoints or the old set plus one complete new one. One file and one fsync per checkpoint
+is what the disk's own sequential write costs too; a file per blob plus a manifest cost up to
+half the throughput of a 10 MB checkpoint in fixed per-file costs.
 
-Identical content is stored once (Singularity's per-buffer checksums): unchanged tensors across
-steps (frozen layers, constant buffers) and across logical ranks cost nothing to write again.
+Blobs are named by their SHA-256 (Singularity's per-buffer checksums): a blob an older checkpoint
+already holds (frozen layers, constant buffers, tensors shared across logical ranks) is not written
+again; the manifest points into the older file, which pruning then keeps. Loading verifies every
+blob's hash, so even bit rot is caught: a corrupt checkpoint is skipped for the next older one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import struct
 import sys
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +38,11 @@ import torch
 
 from stint.torch import codec
 
-FORMAT = 1
-SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer files, same dedup
-_MANIFEST_GLOB = "step-*.json"
+FORMAT = 2
+SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer hashes, same dedup
+MAGIC = b"STINTCK2"
+_FOOTER = struct.Struct("<Q8s")  # manifest length, magic
+_GLOB = "step-*.ckpt"
 
 
 class CorruptCheckpoint(Exception):
@@ -45,7 +51,7 @@ class CorruptCheckpoint(Exception):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A structurally valid checkpoint: its manifest verifies and every blob it names exists."""
+    """A structurally valid checkpoint: its manifest verifies and every file it names is there."""
 
     step: int
     path: Path
@@ -54,6 +60,11 @@ class Checkpoint:
     @property
     def meta(self) -> dict[str, Any]:
         return dict(self.manifest["meta"])
+
+    @property
+    def files(self) -> set[str]:
+        """Names of the checkpoint files this one reads blobs from (its own included)."""
+        return {loc["file"] for loc in self.manifest["blobs"].values()} | {self.path.name}
 
 
 @dataclass(frozen=True)
@@ -76,53 +87,34 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_tmp(path: Path, data: memoryview | bytes) -> tuple[int, Path]:
-    """Write ``data`` to a fresh temp file next to ``path``; return its still open fd and name."""
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data).cast("B")
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    return fd, tmp
-
-
-def _commit(fd: int, tmp: Path, path: Path) -> None:
-    """fsync and close a file written by :func:`_write_tmp`, then rename it into place."""
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _commit_written(written: Future[tuple[int, Path]], path: Path) -> None:
-    """Commit a file written ahead of knowing its name, once its write is done."""
-    _commit(*written.result(), path)
-
-
-def _discard(written: Future[tuple[int, Path]]) -> None:
-    """Drop a file written ahead that turned out to duplicate a durable blob (never fsynced)."""
-    fd, tmp = written.result()
-    os.close(fd)
-    tmp.unlink(missing_ok=True)
-
-
-def _write_durably(path: Path, data: memoryview | bytes) -> None:
-    """Write ``data`` to a fresh temp file next to ``path``, fsync it, and rename it to ``path``."""
-    _commit(*_write_tmp(path, data), path)
-
-
 def _sha256(data: memoryview | bytearray) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def _checksum(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class _Appender:
+    """Appends blobs to one open file on the store's I/O thread; each append returns its offset."""
+
+    def __init__(self, fd: int, thread: ThreadPoolExecutor) -> None:
+        self.fd, self._io, self.end = fd, thread, 0
+
+    def submit(self, data: memoryview | bytes) -> Future[int]:
+        return self._io.submit(self._append, data)
+
+    def flush(self) -> Future[None]:
+        """Start the device writing what was appended so far (queued after those appends)."""
+        return self._io.submit(os.fdatasync, self.fd)
+
+    def _append(self, data: memoryview | bytes) -> int:
+        offset = self.end
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.end = offset + len(data)
+        return offset
 
 
 class CheckpointStore:
@@ -133,84 +125,92 @@ class CheckpointStore:
             raise ValueError(f"keep={keep}: at least one checkpoint must be kept")
         self.root = Path(root)
         self.keep = keep
-        self._blobs = self.root / "blobs"
-        self._manifests = self.root / "manifests"
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stint-ckpt")
-        # fsync waits for the device, not the CPU: on its own threads it overlaps the next write.
-        self._syncer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-fsync")
-        self._last_keys: set[tuple[tuple[int, int, int], ...]] = set()
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stint-ckpt")
         # SHA-256 is the CPU cost of a checkpoint; hashlib drops the GIL, so two threads use two cores.
         self._hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-hash")
+        self._last_keys: set[tuple[tuple[int, int, int], ...]] = set()
 
     # ---- writing -------------------------------------------------------------------------
     def save(self, step: int, state: Any, meta: dict[str, Any] | None = None) -> SaveStats:
         """Write ``state`` (anything picklable; tensors stored raw) as the checkpoint of ``step``."""
         t0 = time.perf_counter()
-        self._blobs.mkdir(parents=True, exist_ok=True)
-        self._manifests.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         skeleton, tensors = codec.split(state)
-        groups = self._group(tensors)
-        blob_sizes: dict[str, int] = {}
-        metas: list[codec.TensorMeta | None] = [None] * len(tensors)
-        pending: list[Future[Any]] = []
-        written = blobs_written = 0
-        items: list[tuple[memoryview, list[tuple[int, int, int]]]] = [(memoryview(skeleton), [])] + groups
+        items: list[tuple[memoryview, list[tuple[int, int, int]]]] = [(memoryview(skeleton), [])]
+        items += self._group(tensors)
         hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
-        # Blobs whose tensors changed since this store's last save are written while they are
-        # hashed (the hash only names the file); unchanged ones are hashed first, so a dedup hit
-        # costs no write. A wrong guess costs one unneeded copy into the page cache, never a bad blob.
+        known = self._known_blobs(before=step)
+        path = self._path(step)
+        tmp = self.root / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            out = _Appender(fd, self._io)
+            blobs, metas, appended = self._write_blobs(items, hashes, tensors, known, out, path.name)
+            body = {
+                "format": FORMAT,
+                "step": step,
+                "created": time.time(),
+                "skeleton": hashes[0].result(),
+                "tensors": [asdict(m) for m in metas],
+                "blobs": blobs,
+                "meta": meta or {},
+            }
+            manifest = json.dumps(dict(body, checksum=_checksum(body))).encode()
+            out.submit(manifest + _FOOTER.pack(len(manifest), MAGIC)).result()
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, path)
+        _fsync_dir(self.root)
+        self.prune(newest=step)
+        total = sum(loc["size"] for loc in blobs.values())
+        written = sum(len(items[n][0]) for n in appended)
+        return SaveStats(step, total, written, len(blobs), len(appended), time.perf_counter() - t0)
+
+    def _write_blobs(self, items: list[tuple[memoryview, list[tuple[int, int, int]]]],
+                     hashes: list[Future[str]], tensors: list[torch.Tensor],
+                     known: dict[str, dict[str, Any]], out: _Appender,
+                     name: str) -> tuple[dict[str, Any], list[codec.TensorMeta], list[int]]:
+        """Append the blobs not already stored.
+
+        Returns where every blob lives, the tensor table, and which items were appended.
+
+        Blobs whose tensors changed since this store's last save (data pointer or in-place version
+        counter) are appended at once, while they are being hashed: the hash only goes into the
+        manifest. Unchanged ones are hashed first, so a blob an older checkpoint holds costs no
+        write. A wrong guess costs one redundant copy in this file, never a wrong blob.
+        """
         keys = [tuple(self._key(tensors[i]) for i, _, _ in members) for _, members in items]
-        early = {
-            n: self._writer.submit(_write_tmp, self._blobs / f"new-{n}", data)
-            for n, ((data, members), key) in enumerate(zip(items, keys))
-            if members and key not in self._last_keys
-        }
+        early = {n: out.submit(data) for n, ((data, members), key) in enumerate(zip(items, keys))
+                 if members and key not in self._last_keys}
         self._last_keys = set(keys)
+        # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
+        flushed = out.flush() if early else None
+        blobs: dict[str, Any] = {}
+        metas: list[codec.TensorMeta | None] = [None] * len(tensors)
+        appended: dict[int, Future[int]] = dict(early)
         for n, ((data, members), hashed) in enumerate(zip(items, hashes)):
-            h = hashed.result()  # blob i is written while blobs i+1, i+2 are hashed
+            h = hashed.result()  # blob n is hashed while the I/O thread writes the ones before it
             for index, offset, nbytes in members:
                 t = tensors[index]
                 metas[index] = codec.TensorMeta(h, offset, nbytes, str(t.dtype), tuple(t.shape))
-            path = self._blob_path(h)
-            if h in blob_sizes or (path.exists() and path.stat().st_size == len(data)):
-                blob_sizes[h] = len(data)  # deduplicated: identical content is already durable
-                if n in early:
-                    pending.append(self._syncer.submit(_discard, early[n]))
+            if h in blobs or (n not in early and h in known):
+                blobs.setdefault(h, known.get(h))
                 continue
-            blob_sizes[h] = len(data)
-            if n in early:
-                pending.append(self._syncer.submit(_commit_written, early[n], path))
-            else:
-                pending.append(self._writer.submit(self._write_blob, path, data))
-            written += len(data)
-            blobs_written += 1
-        for f in pending:
-            r = f.result()
-            if isinstance(r, Future):
-                r.result()  # written, then fsynced and renamed
-        if pending:
-            _fsync_dir(self._blobs)  # the renames are durable too
-        body = {
-            "format": FORMAT,
-            "step": step,
-            "created": time.time(),
-            "skeleton": hashlib.sha256(skeleton).hexdigest(),
-            "tensors": [asdict(m) for m in metas if m is not None],
-            "blobs": blob_sizes,
-            "meta": meta or {},
-        }
-        manifest = dict(body, checksum=_checksum(body))
-        _write_durably(self._manifest_path(step), json.dumps(manifest, indent=1).encode())
-        _fsync_dir(self._manifests)
-        total = sum(blob_sizes.values())
-        stats = SaveStats(step, total, written, len(blob_sizes), blobs_written, 0.0)
-        self.prune(newest=step)
-        return SaveStats(**dict(asdict(stats), seconds=time.perf_counter() - t0))
-
-    def _write_blob(self, path: Path, data: memoryview) -> Future[None]:
-        """Write one blob on the writer thread; its fsync and rename run on a sync thread."""
-        fd, tmp = _write_tmp(path, data)
-        return self._syncer.submit(_commit, fd, tmp, path)
+            if n not in early:
+                appended[n] = out.submit(data)
+            blobs[h] = {"file": name, "offset": -1, "size": len(data), "item": n}
+        for loc in blobs.values():
+            if "item" in loc:
+                loc["offset"] = appended[loc.pop("item")].result()
+        for f in appended.values():
+            f.result()  # surface write errors; early copies that went unused still count as written
+        if flushed is not None:
+            flushed.result()
+        return blobs, [m for m in metas if m is not None], sorted(appended)
 
     @staticmethod
     def _key(t: torch.Tensor) -> tuple[int, int, int]:
@@ -233,39 +233,57 @@ class CheckpointStore:
             groups.append((memoryview(pack), packed))
         return groups
 
+    def _known_blobs(self, before: int) -> dict[str, dict[str, Any]]:
+        """Where each blob of the valid checkpoints older than ``before`` lives."""
+        known: dict[str, dict[str, Any]] = {}
+        for ckpt in self.checkpoints():
+            if ckpt.step < before:
+                for h, loc in ckpt.manifest["blobs"].items():
+                    known.setdefault(h, loc)
+        return known
+
     # ---- reading -------------------------------------------------------------------------
     def checkpoints(self) -> list[Checkpoint]:
         """Structurally valid checkpoints, newest first (blob contents are checked by load)."""
-        found = []
-        for path in self._manifests.glob(_MANIFEST_GLOB) if self._manifests.is_dir() else []:
-            ckpt = self._read_manifest(path)
-            if ckpt is not None:
-                found.append(ckpt)
-        return sorted(found, key=lambda c: c.step, reverse=True)
+        paths = list(self.root.glob(_GLOB)) if self.root.is_dir() else []
+        found = [c for c in map(self._read_manifest, paths) if c is not None]
+        sizes = {p.name: p.stat().st_size for p in paths if p.exists()}
+        whole = [c for c in found if self._blobs_present(c, sizes)]
+        return sorted(whole, key=lambda c: c.step, reverse=True)
 
     def load(self, ckpt: Checkpoint, verify: bool = True) -> Any:
         """The state saved in ``ckpt``; raises CorruptCheckpoint if any blob fails its hash."""
-        buffers: dict[str, memoryview] = {}
         blobs = list(ckpt.manifest["blobs"].items())
+        files: dict[str, io.FileIO] = {}
         # Read on the I/O thread while two threads verify what was read (all drop the GIL).
-        reads = [self._writer.submit(self._read_blob, h, size) for h, size in blobs]
-        checks = [self._hasher.submit(lambda r: _sha256(r.result()), r) if verify else r for r in reads]
-        for (h, _), read, check in zip(blobs, reads, checks):
-            buf = read.result()
-            if verify and check.result() != h:
-                raise CorruptCheckpoint(f"{self._blob_path(h)}: content does not match its hash")
-            buffers[h] = memoryview(buf)
+        reads = [self._io.submit(self._read_blob, files, h, loc) for h, loc in blobs]
+        try:
+            checks = [self._hasher.submit(lambda r: _sha256(r.result()), r) if verify else r for r in reads]
+            buffers: dict[str, memoryview] = {}
+            for (h, loc), read, check in zip(blobs, reads, checks):
+                buf = read.result()
+                if verify and check.result() != h:
+                    raise CorruptCheckpoint(f"{self.root / loc['file']}: blob at offset {loc['offset']} "
+                                            "does not match its hash")
+                buffers[h] = memoryview(buf)
+        finally:
+            wait(reads)  # the I/O thread may still be reading when a hash fails
+            for f in files.values():
+                f.close()
         tensors = [
             codec.tensor_from(buffers[m["blob"]], codec.TensorMeta(**dict(m, shape=tuple(m["shape"]))))
             for m in ckpt.manifest["tensors"]
         ]
         return codec.join(bytes(buffers[ckpt.manifest["skeleton"]]), tensors)
 
-    def _read_blob(self, h: str, size: int) -> bytearray:
-        buf = bytearray(size)
-        with open(self._blob_path(h), "rb", buffering=0) as f:
-            if f.readinto(buf) != size or f.read(1):
-                raise CorruptCheckpoint(f"{self._blob_path(h)}: size differs from its manifest")
+    def _read_blob(self, files: dict[str, io.FileIO], h: str, loc: dict[str, Any]) -> bytearray:
+        if loc["file"] not in files:
+            files[loc["file"]] = io.FileIO(self.root / loc["file"], "rb")
+        f = files[loc["file"]]
+        buf = bytearray(loc["size"])
+        f.seek(loc["offset"])
+        if f.readinto(buf) != loc["size"]:
+            raise CorruptCheckpoint(f"{self.root / loc['file']}: blob {h[:12]} is cut short")
         return buf
 
     def load_latest(self, verify: bool = True) -> tuple[Checkpoint, Any] | None:
@@ -278,38 +296,46 @@ class CheckpointStore:
         return None
 
     def _read_manifest(self, path: Path) -> Checkpoint | None:
+        """The checkpoint in ``path`` if its footer and manifest checksum hold, else None."""
         try:
-            manifest = json.loads(path.read_text())
+            with open(path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size < _FOOTER.size:
+                    return None
+                f.seek(size - _FOOTER.size)
+                length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+                if magic != MAGIC or length > size - _FOOTER.size:
+                    return None
+                f.seek(size - _FOOTER.size - length)
+                manifest = json.loads(f.read(length))
             body = {k: v for k, v in manifest.items() if k != "checksum"}
             if manifest.get("checksum") != _checksum(body) or manifest["format"] != FORMAT:
                 return None
-            for h, size in manifest["blobs"].items():
-                if self._blob_path(h).stat().st_size != size:
-                    return None
+            if path.name != self._path(int(manifest["step"])).name:
+                return None  # renamed: its blobs' self-references would point elsewhere
             return Checkpoint(int(manifest["step"]), path, manifest)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
             return None
+
+    @staticmethod
+    def _blobs_present(ckpt: Checkpoint, sizes: dict[str, int]) -> bool:
+        """Every file ``ckpt`` reads from exists and is long enough for the blobs it holds."""
+        return all(loc["file"] in sizes and loc["offset"] + loc["size"] <= sizes[loc["file"]]
+                   for loc in ckpt.manifest["blobs"].values())
 
     # ---- pruning -------------------------------------------------------------------------
     def prune(self, newest: int | None = None) -> None:
-        """Keep the ``keep`` newest valid checkpoints; delete the rest, temp files, and orphan blobs.
+        """Keep the ``keep`` newest valid checkpoints and the older files they read blobs from;
+        delete every other checkpoint file and leftover temp files.
 
         ``newest``: the step just saved. Checkpoints after it belong to a history this job forked
         away from (it resumed from an older one because they were corrupt) and are deleted.
         """
         valid = [c for c in self.checkpoints() if newest is None or c.step <= newest]
-        keep = valid[: self.keep]
-        kept_paths = {c.path for c in keep}
-        for path in self._manifests.iterdir():
-            if path not in kept_paths:
+        needed = {name for c in valid[: self.keep] for name in c.files}
+        for path in self.root.iterdir():
+            if path.name.startswith(".tmp-") or (path.match(_GLOB) and path.name not in needed):
                 path.unlink(missing_ok=True)
-        live = {h for c in keep for h in c.manifest["blobs"]}
-        for blob in self._blobs.iterdir():
-            if blob.name not in live:
-                blob.unlink(missing_ok=True)
 
-    def _blob_path(self, h: str) -> Path:
-        return self._blobs / h
-
-    def _manifest_path(self, step: int) -> Path:
-        return self._manifests / f"step-{step:012d}.json"
+    def _path(self, step: int) -> Path:
+        return self.root / f"step-{step:012d}.ckpt"
