@@ -15,7 +15,10 @@ re-solved with ``scipy.optimize.milp``:
 
 If the MILP is infeasible, the adjustment limit is dropped, then fairness. Placement (Dorm solves
 it jointly; we decide counts first, our deviation): jobs whose counts did not change keep their
-nodes; the others are placed round-robin, as many workers as fit up to their count.
+nodes; the others are placed round-robin, as many workers as fit up to their count. Counts from
+aggregate capacity do not always fit on real hosts, so the jobs being re-placed then grow into
+what is left (most utilisation per worker first), as a joint placement maximising utilisation
+would; without this our Dorm left ~18 GPUs idle per re-allocation at 400 jobs (DRF: ~5).
 """
 
 from __future__ import annotations
@@ -57,15 +60,35 @@ class Dorm:
             if st.allocation and st.allocation.num_workers == y:
                 free.take(st.spec, st.allocation)
                 allocs[st.job_id] = st.allocation
+        kept = set(allocs)
         for st, y in zip(jobs, counts):
             if st.job_id not in allocs:
                 placed = free.place(st.spec, int(y), partial=True)
                 assert placed is not None
                 allocs[st.job_id] = placed
+        self._fill_leftover(free, [st for st in jobs if st.job_id not in kept], allocs)
         for st in jobs:
             if allocs[st.job_id] != st.allocation:
                 plan.allocations[st.job_id] = allocs[st.job_id]
         return plan
+
+    @staticmethod
+    def _fill_leftover(free: FreeCapacity, movable: list[JobStatus],
+                       allocs: dict[str, Allocation]) -> None:
+        """Grow jobs already being re-placed into capacity the counts left idle, in order of
+        utilisation per worker. Counts come from aggregate capacity, so some do not fit on real
+        hosts; Dorm solves placement jointly and would use capacity that a worker still fits."""
+        cw = free.totals(False)
+        per = {st.job_id: float((demand(st.spec) / np.where(cw > 0, cw, 1)).sum())
+               for st in movable}
+        for st in sorted(movable, key=lambda st: -per[st.job_id]):
+            a = allocs[st.job_id]
+            workers, ps = dict(a.workers), dict(a.ps)
+            grew = False
+            while sum(workers.values()) < st.spec.max_workers and free.grow(st.spec, workers, ps):
+                grew = True
+            if grew:
+                allocs[st.job_id] = Allocation.of(workers, ps)
 
     def solve_counts(self, view: ClusterView, jobs: list[JobStatus]) -> np.ndarray:
         """Worker counts Y_i from the MILP (with the relaxations above if infeasible)."""
