@@ -1,8 +1,8 @@
 """Checkpoint write throughput: the store at a git revision against the working tree's, side by side.
 
-For 10, 100 and 1000 MB of state (the states of benchmarks/torch_ckpt.py), five rounds, each running
+For 10, 100 and 1000 MB of state (the states of benchmarks/torch_ckpt.py), several rounds, each running
 the disk test (the same bytes, one file, one fsync), a save with the old store and a save with the
-current store in a rotated order; prints medians in MB/s and as a fraction of the disk's median.
+current store in a rotated order (--rounds, default 9); prints medians in MB/s and as a fraction of the disk's median.
 
 Run:  .venv/bin/python benchmarks/torch_ckpt_ab.py [--rev 7b2d504] [--sizes 10,100,1000]
 """
@@ -44,6 +44,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rev", default="7b2d504", help="git revision of the old store")
     p.add_argument("--sizes", default="10,100,1000", help="state sizes in MB")
+    p.add_argument("--rounds", type=int, default=9, help="rounds per size (each runs all three once)")
     p.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
     a = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="stint-ckpt-ab-", dir=a.dir))
@@ -59,7 +60,7 @@ def main() -> None:
             views = [codec.tensor_bytes(t) for t in codec.split(state)[1]]
             disk_write_speed(base, views)  # warm-up
             speeds: dict[str, list[float]] = {"disk": [], "old": [], "new": []}
-            for r in range(5):
+            for r in range(a.rounds):
                 for name in (["disk", "old", "new"] * 2)[r % 3 : r % 3 + 3]:
                     if name == "disk":
                         speeds[name].append(disk_write_speed(base, views) / 1e6)

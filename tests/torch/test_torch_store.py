@@ -20,6 +20,13 @@ def _state(step: int) -> dict:
     }
 
 
+def _unique(step: int) -> dict:
+    """A state sharing no content with any other step's (identical content is rightly stored once)."""
+    state = _state(step)
+    state["frozen"] = state["frozen"] + step
+    return state
+
+
 def _assert_same(a, b) -> None:
     assert a.keys() == b.keys()
     for k in a:
@@ -68,7 +75,7 @@ def test_unchanged_tensors_are_not_written_again(tmp_path):
 def test_prune_keeps_the_newest_and_removes_the_rest(tmp_path):
     store = CheckpointStore(tmp_path, keep=2)
     for step in range(1, 5):
-        store.save(step, _state(step))  # fresh tensors: nothing shared between checkpoints
+        store.save(step, _unique(step))  # nothing shared between checkpoints
     assert [c.step for c in store.checkpoints()] == [4, 3]
     assert {p.name for p in tmp_path.iterdir()} == {c.path.name for c in store.checkpoints()}
 
@@ -81,8 +88,8 @@ def test_prune_keeps_an_older_file_while_a_kept_checkpoint_reads_from_it(tmp_pat
         store.save(step, state)
     assert [c.step for c in store.checkpoints()] == [4, 3, 1]  # 1 holds "frozen" for 3 and 4
     assert torch.equal(store.load_latest()[1]["frozen"], _state(0)["frozen"])
-    store.save(5, _state(5))  # new tensors throughout: the older files are no longer needed
-    store.save(6, _state(6))
+    store.save(5, _unique(5))  # new content throughout: the older files are no longer needed
+    store.save(6, _unique(6))
     assert [c.step for c in store.checkpoints()] == [6, 5]
     assert {p.name for p in tmp_path.iterdir()} == {"step-000000000006.ckpt", "step-000000000005.ckpt"}
 
@@ -120,7 +127,7 @@ def test_a_checkpoint_whose_shared_file_is_gone_is_not_a_checkpoint(tmp_path):
     store.save(1, state)
     state["big"].fill_(2.0)
     store.save(2, state)  # reads "frozen" from step 1's file
-    store.save(3, _state(3))  # fresh tensors: self-contained
+    store.save(3, _unique(3))  # self-contained
     (tmp_path / "step-000000000001.ckpt").unlink()
     assert [c.step for c in store.checkpoints()] == [3]
 

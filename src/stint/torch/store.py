@@ -43,6 +43,7 @@ SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer h
 MAGIC = b"STINTCK2"
 _FOOTER = struct.Struct("<Q8s")  # manifest length, magic
 _GLOB = "step-*.ckpt"
+_CHUNK = 8 << 20  # bytes per write: the device starts on each chunk while the next is copied
 
 
 class CorruptCheckpoint(Exception):
@@ -95,6 +96,16 @@ def _checksum(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What :meth:`CheckpointStore._write_blobs` stored: the manifest's parts and the items appended."""
+
+    skeleton: str
+    blobs: dict[str, Any]
+    metas: list[codec.TensorMeta]
+    appended: list[int]
+
+
 class _Appender:
     """Appends blobs to one open file on the store's I/O thread; each append returns its offset."""
 
@@ -112,8 +123,12 @@ class _Appender:
         offset = self.end
         view = memoryview(data).cast("B")
         while view:
-            view = view[os.write(self.fd, view) :]
-        self.end = offset + len(data)
+            n = os.write(self.fd, view[:_CHUNK])
+            # Start the device on these pages now (Linux writes dirty pages back asynchronously
+            # on this hint), so the final fsync waits for the last chunk only, not for the file.
+            os.posix_fadvise(self.fd, self.end, n, os.POSIX_FADV_DONTNEED)
+            self.end += n
+            view = view[n:]
         return offset
 
 
@@ -138,21 +153,19 @@ class CheckpointStore:
         skeleton, tensors = codec.split(state)
         items: list[tuple[memoryview, list[tuple[int, int, int]]]] = [(memoryview(skeleton), [])]
         items += self._group(tensors)
-        hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
-        known = self._known_blobs(before=step)
         path = self._path(step)
         tmp = self.root / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             out = _Appender(fd, self._io)
-            blobs, metas, appended = self._write_blobs(items, hashes, tensors, known, out, path.name)
+            done = self._write_blobs(items, tensors, out, path.name, step)
             body = {
                 "format": FORMAT,
                 "step": step,
                 "created": time.time(),
-                "skeleton": hashes[0].result(),
-                "tensors": [asdict(m) for m in metas],
-                "blobs": blobs,
+                "skeleton": done.skeleton,
+                "tensors": [asdict(m) for m in done.metas],
+                "blobs": done.blobs,
                 "meta": meta or {},
             }
             manifest = json.dumps(dict(body, checksum=_checksum(body))).encode()
@@ -166,17 +179,13 @@ class CheckpointStore:
         os.replace(tmp, path)
         _fsync_dir(self.root)
         self.prune(newest=step)
-        total = sum(loc["size"] for loc in blobs.values())
-        written = sum(len(items[n][0]) for n in appended)
-        return SaveStats(step, total, written, len(blobs), len(appended), time.perf_counter() - t0)
+        total = sum(loc["size"] for loc in done.blobs.values())
+        written = sum(len(items[n][0]) for n in done.appended)
+        return SaveStats(step, total, written, len(done.blobs), len(done.appended), time.perf_counter() - t0)
 
     def _write_blobs(self, items: list[tuple[memoryview, list[tuple[int, int, int]]]],
-                     hashes: list[Future[str]], tensors: list[torch.Tensor],
-                     known: dict[str, dict[str, Any]], out: _Appender,
-                     name: str) -> tuple[dict[str, Any], list[codec.TensorMeta], list[int]]:
-        """Append the blobs not already stored.
-
-        Returns where every blob lives, the tensor table, and which items were appended.
+                     tensors: list[torch.Tensor], out: _Appender, name: str, step: int) -> _Written:
+        """Append to ``out`` the blobs that no checkpoint older than ``step`` holds.
 
         Blobs whose tensors changed since this store's last save (data pointer or in-place version
         counter) are appended at once, while they are being hashed: the hash only goes into the
@@ -189,6 +198,8 @@ class CheckpointStore:
         self._last_keys = set(keys)
         # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
         flushed = out.flush() if early else None
+        hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
+        known = self._known_blobs(before=step)
         blobs: dict[str, Any] = {}
         metas: list[codec.TensorMeta | None] = [None] * len(tensors)
         appended: dict[int, Future[int]] = dict(early)
@@ -210,7 +221,7 @@ class CheckpointStore:
             f.result()  # surface write errors; early copies that went unused still count as written
         if flushed is not None:
             flushed.result()
-        return blobs, [m for m in metas if m is not None], sorted(appended)
+        return _Written(hashes[0].result(), blobs, [m for m in metas if m is not None], sorted(appended))
 
     @staticmethod
     def _key(t: torch.Tensor) -> tuple[int, int, int]:
