@@ -53,6 +53,15 @@ def test_fig3_report_shows_the_bound_and_per_seed_ratios(tmp_path):
         assert [figs.BOUND] == [r[1] for r in csv.reader(f) if r[1] == figs.BOUND]
 
 
+def test_fig3_report_shows_no_ratio_where_no_policy_earned_anything(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    rows = [{"jobs": 10, "policy": p, "seed": 1, "utility": 0.0, "rejected": 0, "finished": 0}
+            for p in ("oasis", "drf-ps", "dorm")]
+    row = next(line for line in report.fig3(rows, tmp_path, [1]).splitlines() if line.startswith("| 10 "))
+    assert "nan" not in row and row.endswith("| –× / – | – |")
+
+
 def test_fig5_report_shows_median_and_pooled_ratios(tmp_path):
     from stint.experiments import oasis_report as report
 

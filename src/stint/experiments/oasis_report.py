@@ -34,6 +34,15 @@ def write_csv(path: Path, rows: Sequence[Row], columns: Sequence[str]) -> None:
             w.writerow([r[c] for c in columns])
 
 
+def _ratio(x: float) -> str:
+    return f"{x:.2f}" if np.isfinite(x) else "–"
+
+
+def _span(ratios: np.ndarray) -> str:
+    ok = np.isfinite(ratios).all()
+    return f"{ratios.min():.2f}–{ratios.max():.2f}" if ok else "–"
+
+
 def _ms(v: np.ndarray, fmt: str = "{:.0f}") -> str:
     return f"{fmt.format(v.mean())} ± {fmt.format(v.std())}" if len(v) > 1 else fmt.format(v.mean())
 
@@ -95,12 +104,13 @@ def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     for n in loads:
         cells = [f"{_ms(g[(n, p)])} / {paper.FIG3.get(p, {}).get(n, '–')}" for p in policies]
         best = max(g[(n, p)].mean() for p in base)
-        ours = g[(n, "oasis")].mean() / best
-        per_seed = g[(n, "oasis")] / np.max([g[(n, p)] for p in base], axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # no policy earned anything: no ratio
+            ours = g[(n, "oasis")].mean() / best
+            per_seed = g[(n, "oasis")] / np.max([g[(n, p)] for p in base], axis=0)
         theirs = (f"{paper.FIG3['oasis'][n] / max(paper.FIG3[p][n] for p in base):.2f}×"
                   if n in paper.FIG3["oasis"] else "–")
-        row = (f"| {n} | " + " | ".join(cells) + f" | {ours:.2f}× / {theirs} | "
-               f"{per_seed.min():.2f}–{per_seed.max():.2f} |")
+        row = (f"| {n} | " + " | ".join(cells) + f" | {_ratio(ours)}× / {theirs} | "
+               f"{_span(per_seed)} |")
         if has_bound:
             b = g[(n, BOUND)].mean()
             row += f" {b:.0f} | {g[(n, 'oasis')].mean() / b:.2f}, {best / b:.2f} |"
