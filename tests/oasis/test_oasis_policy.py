@@ -152,6 +152,21 @@ def test_rrh_rejects_job_with_no_expected_yield():
     assert "z" in plan.reject and "g" not in plan.reject
 
 
+def test_rrh_pauses_a_job_whose_delay_cost_exceeds_its_gain():
+    """Continue or pause is "future utility gain minus cost": a long, cheap job that would delay
+    urgent ones pauses although its own yield is above the threshold and it would fit."""
+    c = _cluster(workers=4)  # 16 GPUs: room for every job below at once
+    big = _job("big", gamma1=5.0, chunks=64, epochs=64)  # worth 5 whenever it ends; ~22 slots of work
+    urgent = [_job(f"u{i}", gamma1=50.0, gamma2=5.0) for i in range(4)]  # worthless if delayed
+    alone, shared = make("rrh", slot_s=3600.0), make("rrh", slot_s=3600.0)
+    alone.admitted = {"big"}
+    assert alone.plan(_view(c, [big])).allocations["big"].num_workers == 2  # worth it on its own
+    shared.admitted = {"big"} | {u.job_id for u in urgent}
+    plan = shared.plan(_view(c, [big, *urgent]))
+    assert "big" not in plan.allocations  # stays paused
+    assert all(plan.allocations[u.job_id].num_workers == 2 for u in urgent)
+
+
 def test_dorm_keeps_fairness_floor_and_limits_adjustments():
     c = _cluster(workers=2)
     jobs = [_job(f"j{i}", chunks=8) for i in range(4)]

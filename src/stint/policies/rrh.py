@@ -7,10 +7,13 @@ The paper gives neither the threshold nor the delay cost; our reading (docs/oasi
    backlog spread over the cluster's worker slots, then its own run at the fixed count). Its delay
    cost is what the admitted jobs lose if its work delays each of them by ``W_i / capacity``
    slots. Admit iff yield - delay cost > ``threshold``.
-3. At each arrival or completion, every admitted unfinished job continues or pauses: jobs are
-   ranked by reward rate (expected yield if run from now, per remaining worker-slot); in that
-   order each keeps (or gets) its fixed allocation if it fits, otherwise it pauses. A job whose
-   expected yield has fallen to ``threshold`` or below pauses for good (ties: arrival order).
+3. At each arrival or completion, every admitted unfinished job continues or pauses, "decided by
+   future utility gain minus cost": a job is worth continuing iff its expected yield if run from
+   now, minus the delay cost its remaining work imposes on the other admitted jobs (the
+   admission rule's cost), exceeds ``threshold``. Jobs are ranked by reward rate (expected yield
+   per remaining worker-slot); in that order each job worth continuing keeps (or gets) its fixed
+   allocation if it fits, otherwise it pauses (ties: arrival order). A paused job is reconsidered
+   at the next event.
 """
 
 from __future__ import annotations
@@ -49,10 +52,10 @@ class RRH:
                     plan.reject[st.job_id] = "rrh: expected yield minus delay cost below threshold"
         live = [st for st in view.jobs if st.job_id in self.admitted]
         ranked = sorted(live, key=lambda st: -self._reward_rate(st, view.now))
+        worth = self._worth_continuing(live, view.now, capacity)
         free = FreeCapacity(view.cluster)
         for st in ranked:
-            keep = (self._yield(st, view.now) > self.threshold
-                    and self._fits(free, st))
+            keep = worth[st.job_id] and self._fits(free, st)
             want = st.allocation if keep and st.allocation else (
                 free.place(st.spec, st.spec.requested_workers) if keep else None)
             want = want or EMPTY
@@ -70,6 +73,19 @@ class RRH:
 
     def _reward_rate(self, st: JobStatus, now: float) -> float:
         return self._yield(st, now) / max(st.remaining_work, 1e-9)
+
+    def _worth_continuing(self, live: list[JobStatus], now: float, capacity: float) -> dict[str, bool]:
+        """Per job: does its future utility gain minus the delay cost it imposes on the other
+        admitted jobs (as at admission, for its remaining work) exceed the threshold?"""
+        base = {st.job_id: self._yield(st, now) for st in live}
+        total = sum(base.values())
+        worth = {}
+        for st in live:
+            delay = st.remaining_work / (capacity * self.slot_s)
+            delayed = sum(self._yield(j, now, delay) for j in live if j is not st)
+            cost = (total - base[st.job_id]) - delayed
+            worth[st.job_id] = base[st.job_id] - cost > self.threshold
+        return worth
 
     def _admit(self, st: JobStatus, view: ClusterView, capacity: float) -> bool:
         backlog = sum(j.remaining_work for j in view.jobs if j.job_id in self.admitted)
