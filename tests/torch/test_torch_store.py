@@ -162,3 +162,20 @@ def test_a_tensor_changed_in_place_is_written_again_and_loads_right(tmp_path):
     assert ckpt.step == 3 and torch.equal(state["w"], big)
     (ckpt2,) = [c for c in store.checkpoints() if c.step == 2]
     assert torch.equal(store.load(ckpt2)["w"], torch.arange(SMALL_TENSOR, dtype=torch.float32))
+
+
+def test_a_failed_save_leaves_no_file_and_the_older_checkpoints_intact(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    store.save(1, _unique(1))
+
+    def broken(before):
+        raise OSError("disk full")  # after the changed blobs were queued for writing
+
+    monkeypatch.setattr(store, "_known_blobs", broken)
+    with pytest.raises(OSError, match="disk full"):
+        store.save(2, _unique(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000000001.ckpt"]
+    monkeypatch.undo()
+    store.save(3, _unique(3))
+    assert [c.step for c in store.checkpoints()] == [3, 1]
+    _assert_same(store.load_latest()[1], _unique(3))

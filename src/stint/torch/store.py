@@ -172,6 +172,9 @@ class CheckpointStore:
             out.submit(manifest + _FOOTER.pack(len(manifest), MAGIC)).result()
             os.fsync(fd)
         except BaseException:
+            # Appends may still be queued on the I/O thread: let them finish before the fd number
+            # is freed, or a reused number could send them into another file.
+            self._io.submit(lambda: None).result()
             os.close(fd)
             tmp.unlink(missing_ok=True)
             raise
