@@ -261,7 +261,12 @@ class CheckpointStore:
         """Structurally valid checkpoints, newest first (blob contents are checked by load)."""
         paths = list(self.root.glob(_GLOB)) if self.root.is_dir() else []
         found = [c for c in map(self._read_manifest, paths) if c is not None]
-        sizes = {p.name: p.stat().st_size for p in paths if p.exists()}
+        sizes = {}
+        for p in paths:
+            try:
+                sizes[p.name] = p.stat().st_size
+            except OSError:  # pruned by the writer since the listing: as if never there
+                pass
         whole = [c for c in found if self._blobs_present(c, sizes)]
         return sorted(whole, key=lambda c: c.step, reverse=True)
 
