@@ -100,6 +100,27 @@ def test_background_checkpoints_hold_the_state_of_their_own_step(tmp_path):
     assert job.last_save is not None and job.last_save.step == 12
 
 
+def test_background_checkpoints_do_not_rewrite_frozen_layers(tmp_path):
+    """A background checkpoint saves copies; the store still sees the frozen layer unchanged."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 1))  # 256 KiB frozen: its own blob
+    model[0].requires_grad_(False)
+    opt = torch.optim.SGD(model[1].parameters(), lr=0.1, momentum=0.9)
+    job = stint.init(model=model, optimizer=opt, ckpt_dir=tmp_path, interval=stint.Interval(steps=2),
+                     background=True, keep=5)
+    x = torch.randn(8, 256)
+    for _ in job.steps(6):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+    store = CheckpointStore(tmp_path)
+    newest, *older = store.checkpoints()
+    assert older, "several background checkpoints were written"
+    frozen = next(t["blob"] for t in newest.manifest["tensors"] if t["shape"] == [256, 256])
+    assert newest.manifest["blobs"][frozen]["file"] == older[-1].path.name  # written once, by the first
+    assert torch.equal(store.load(newest)["tracked"]["model"]["0.weight"], model[0].weight)
+
+
 def test_a_stop_file_is_a_stop_request(tmp_path, monkeypatch):
     stop = tmp_path / "stop.json"
     monkeypatch.setenv("STINT_STOP_FILE", str(stop))

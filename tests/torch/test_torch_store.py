@@ -179,3 +179,9 @@ def test_a_failed_save_leaves_no_file_and_the_older_checkpoints_intact(tmp_path,
     store.save(3, _unique(3))
     assert [c.step for c in store.checkpoints()] == [3, 1]
     _assert_same(store.load_latest()[1], _unique(3))
+
+
+def test_sources_must_match_the_state_tensor_for_tensor(tmp_path):
+    with pytest.raises(ValueError, match="sources: 1 tensors for a state of 2"):
+        CheckpointStore(tmp_path).save(1, {"a": torch.ones(2), "b": torch.ones(3)}, sources=[torch.ones(2)])
+    assert not list(tmp_path.iterdir())  # nothing left behind

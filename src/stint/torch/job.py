@@ -233,8 +233,8 @@ class Job:
         store, step = self.store, self.step
 
         def persist() -> None:
-            try:
-                self.last_save = store.save(step, snapshot, meta)
+            try:  # the originals tell the store what changed (frozen layers are not rewritten)
+                self.last_save = store.save(step, snapshot, meta, sources=tensors)
             except Exception as e:  # noqa: BLE001 - re-raised by _wait_for_write on the training thread
                 self._write_error = e
 

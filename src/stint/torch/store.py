@@ -146,8 +146,15 @@ class CheckpointStore:
         self._last_keys: set[tuple[tuple[int, int, int], ...]] = set()
 
     # ---- writing -------------------------------------------------------------------------
-    def save(self, step: int, state: Any, meta: dict[str, Any] | None = None) -> SaveStats:
-        """Write ``state`` (anything picklable; tensors stored raw) as the checkpoint of ``step``."""
+    def save(self, step: int, state: Any, meta: dict[str, Any] | None = None,
+             sources: list[torch.Tensor] | None = None) -> SaveStats:
+        """Write ``state`` (anything picklable; tensors stored raw) as the checkpoint of ``step``.
+
+        ``sources``: when ``state`` is a snapshot (copies), the tensors it was copied from, in the
+        order :func:`codec.split` finds them. They, not the fresh copies, tell which tensors
+        changed since the last save, so unchanged ones (frozen layers) are deduplicated, not
+        written again. Only a write-ahead guess rests on them; content is always hashed.
+        """
         t0 = time.perf_counter()
         self.root.mkdir(parents=True, exist_ok=True)
         skeleton, tensors = codec.split(state)
@@ -158,7 +165,7 @@ class CheckpointStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             out = _Appender(fd, self._io)
-            done = self._write_blobs(items, tensors, out, path.name, step)
+            done = self._write_blobs(items, tensors, sources or tensors, out, path.name, step)
             body = {
                 "format": FORMAT,
                 "step": step,
@@ -187,7 +194,8 @@ class CheckpointStore:
         return SaveStats(step, total, written, len(done.blobs), len(done.appended), time.perf_counter() - t0)
 
     def _write_blobs(self, items: list[tuple[memoryview, list[tuple[int, int, int]]]],
-                     tensors: list[torch.Tensor], out: _Appender, name: str, step: int) -> _Written:
+                     tensors: list[torch.Tensor], sources: list[torch.Tensor], out: _Appender,
+                     name: str, step: int) -> _Written:
         """Append to ``out`` the blobs that no checkpoint older than ``step`` holds.
 
         Blobs whose tensors changed since this store's last save (data pointer or in-place version
@@ -195,7 +203,9 @@ class CheckpointStore:
         manifest. Unchanged ones are hashed first, so a blob an older checkpoint holds costs no
         write. A wrong guess costs one redundant copy in this file, never a wrong blob.
         """
-        keys = [tuple(self._key(tensors[i]) for i, _, _ in members) for _, members in items]
+        if len(sources) != len(tensors):
+            raise ValueError(f"sources: {len(sources)} tensors for a state of {len(tensors)}")
+        keys = [tuple(self._key(sources[i]) for i, _, _ in members) for _, members in items]
         early = {n: out.submit(data) for n, ((data, members), key) in enumerate(zip(items, keys))
                  if members and key not in self._last_keys}
         self._last_keys = set(keys)
