@@ -116,7 +116,7 @@ class _Appender:
         return self._io.submit(self._append, data)
 
     def flush(self) -> Future[None]:
-        """Start the device writing what was appended so far (queued after those appends)."""
+        """Make what was appended so far durable, on the I/O thread after those appends."""
         return self._io.submit(os.fdatasync, self.fd)
 
     def _append(self, data: memoryview | bytes) -> int:
@@ -213,7 +213,8 @@ class CheckpointStore:
         flushed = out.flush() if early else None
         hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
         known = self._known_blobs(before=step)
-        blobs: dict[str, Any] = {}
+        blobs: dict[str, Any] = {}  # hash -> where an older file holds it
+        own: dict[str, int] = {}  # hash -> the item this file holds it as
         metas: list[codec.TensorMeta | None] = [None] * len(tensors)
         appended: dict[int, Future[int]] = dict(early)
         for n, ((data, members), hashed) in enumerate(zip(items, hashes)):
@@ -221,15 +222,16 @@ class CheckpointStore:
             for index, offset, nbytes in members:
                 t = tensors[index]
                 metas[index] = codec.TensorMeta(h, offset, nbytes, str(t.dtype), tuple(t.shape))
-            if h in blobs or (n not in early and h in known):
-                blobs.setdefault(h, known.get(h))
+            if h in blobs or h in own:
+                continue
+            if n not in early and h in known:
+                blobs[h] = known[h]
                 continue
             if n not in early:
                 appended[n] = out.submit(data)
-            blobs[h] = {"file": name, "offset": -1, "size": len(data), "item": n}
-        for loc in blobs.values():
-            if "item" in loc:
-                loc["offset"] = appended[loc.pop("item")].result()
+            own[h] = n
+        for h, n in own.items():
+            blobs[h] = {"file": name, "offset": appended[n].result(), "size": len(items[n][0])}
         for f in appended.values():
             f.result()  # surface write errors; early copies that went unused still count as written
         if flushed is not None:
