@@ -74,27 +74,24 @@ class RRH:
     def _reward_rate(self, st: JobStatus, now: float) -> float:
         return self._yield(st, now) / max(st.remaining_work, 1e-9)
 
+    def _delay_cost(self, others: list[JobStatus], now: float, work: float, capacity: float) -> float:
+        """Expected yield ``others`` lose if ``work`` worker-seconds run first, spread over the
+        cluster's ``capacity`` workers."""
+        delay = work / (capacity * self.slot_s)
+        return sum(self._yield(j, now) - self._yield(j, now, delay) for j in others)
+
     def _worth_continuing(self, live: list[JobStatus], now: float, capacity: float) -> dict[str, bool]:
-        """Per job: does its future utility gain minus the delay cost it imposes on the other
-        admitted jobs (as at admission, for its remaining work) exceed the threshold?"""
-        base = {st.job_id: self._yield(st, now) for st in live}
-        total = sum(base.values())
-        worth = {}
-        for st in live:
-            delay = st.remaining_work / (capacity * self.slot_s)
-            delayed = sum(self._yield(j, now, delay) for j in live if j is not st)
-            cost = (total - base[st.job_id]) - delayed
-            worth[st.job_id] = base[st.job_id] - cost > self.threshold
-        return worth
+        """Per job: does its future utility gain minus the delay cost its remaining work imposes
+        on the other admitted jobs exceed the threshold?"""
+        return {st.job_id: self._yield(st, now)
+                - self._delay_cost([j for j in live if j is not st], now, st.remaining_work, capacity)
+                > self.threshold for st in live}
 
     def _admit(self, st: JobStatus, view: ClusterView, capacity: float) -> bool:
-        backlog = sum(j.remaining_work for j in view.jobs if j.job_id in self.admitted)
-        wait = backlog / (capacity * self.slot_s)
+        admitted = [j for j in view.jobs if j.job_id in self.admitted]
+        wait = sum(j.remaining_work for j in admitted) / (capacity * self.slot_s)
         gain = self._yield(st, view.now, wait)
-        delay = st.spec.work / (capacity * self.slot_s)
-        cost = sum(self._yield(j, view.now) - self._yield(j, view.now, delay)
-                   for j in view.jobs if j.job_id in self.admitted)
-        return gain - cost > self.threshold
+        return gain - self._delay_cost(admitted, view.now, st.spec.work, capacity) > self.threshold
 
     # -- capacity ---------------------------------------------------------------------------------
     @staticmethod
