@@ -34,6 +34,13 @@ from stint.policies.base import ClusterView, JobStatus
 from stint.policies.registry import register
 
 
+def _utilisation(demands: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Utilisation one worker (or PS) adds: its demand as shares of the host group's capacity,
+    summed over resources (the MILP's objective coefficient)."""
+    shares: np.ndarray = (demands / np.where(capacity > 0, capacity, 1)).sum(axis=-1)
+    return shares
+
+
 @register("dorm")
 class Dorm:
     name = "dorm"
@@ -79,8 +86,7 @@ class Dorm:
         utilisation per worker. Counts come from aggregate capacity, so some do not fit on real
         hosts; Dorm solves placement jointly and would use capacity that a worker still fits."""
         cw = free.totals(False)
-        per = {st.job_id: float((demand(st.spec) / np.where(cw > 0, cw, 1)).sum())
-               for st in movable}
+        per = {st.job_id: float(_utilisation(demand(st.spec), cw)) for st in movable}
         for st in sorted(movable, key=lambda st: -per[st.job_id]):
             a = allocs[st.job_id]
             workers, ps = dict(a.workers), dict(a.ps)
@@ -110,8 +116,7 @@ class Dorm:
         w = np.array([demand(st.spec) for st in jobs])  # (n, 4)
         s = np.array([demand(st.spec, True) for st in jobs])
         nmax = np.array([st.spec.max_workers for st in jobs], dtype=float)
-        util_w = (w / np.where(cw > 0, cw, 1)).sum(axis=1)
-        util_p = (s / np.where(cp > 0, cp, 1)).sum(axis=1)
+        util_w, util_p = _utilisation(w, cw), _utilisation(s, cp)
         c = -np.concatenate([util_w, util_p, np.zeros(n)])  # variables [Y, Z, δ]
         rows, lo, hi = [], [], []
 
