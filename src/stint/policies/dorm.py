@@ -13,12 +13,17 @@ re-solved with ``scipy.optimize.milp``:
 - adjustment overhead: at most ``max(1, ceil(adjust · running))`` running jobs change counts
   (binary δ_i with |Y_i - Y_i^prev| <= N_i δ_i).
 
-If the MILP is infeasible, the adjustment limit is dropped, then fairness. Placement (Dorm solves
-it jointly; we decide counts first, our deviation): jobs whose counts did not change keep their
-nodes; the others are placed round-robin, as many workers as fit up to their count. Counts from
-aggregate capacity do not always fit on real hosts, so the jobs being re-placed then grow into
-what is left (most utilisation per worker first), as a joint placement maximising utilisation
-would; without this our Dorm left ~18 GPUs idle per re-allocation at 400 jobs (DRF: ~5).
+If the MILP is infeasible, the adjustment limit is dropped, then fairness. Each solve stops at a
+2% gap. Its wall-clock limit is a safety net only, set far above what the solves take: a limit
+they reach stops them at whatever incumbent the machine's speed allowed, and Dorm's totals would
+then depend on how loaded the machine was.
+
+Placement (Dorm solves it jointly; we decide counts first, our deviation): jobs whose counts did
+not change keep their nodes; the others are placed round-robin, as many workers as fit up to
+their count. Counts from aggregate capacity do not always fit on real hosts, so the jobs being
+re-placed then grow into what is left (most utilisation per worker first), as a joint placement
+maximising utilisation would; without this our Dorm left ~18 GPUs idle per re-allocation at 400
+jobs (DRF: ~5).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class Dorm:
     tick_s: float | None = None
 
     def __init__(self, fairness_loss: float = 0.1, adjust: float = 0.3,
-                 time_limit_s: float = 0.25, gap: float = 0.02) -> None:
+                 time_limit_s: float = 10.0, gap: float = 0.02) -> None:
         if not 0 <= fairness_loss <= 1 or not 0 <= adjust <= 1:
             raise ValueError("dorm: fairness_loss and adjust must be in [0, 1]")
         self.theta = fairness_loss
