@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 
@@ -104,7 +105,7 @@ def main() -> None:
               + mark)
 
     rng = np.random.default_rng(0)
-    steps = [f"{a}→{b}" for a, b in zip(LOADS, LOADS[1:])]
+    steps = [f"{a}→{b}" for a, b in itertools.pairwise(LOADS)]
     print("\n3. change of OASiS ÷ best baseline at each step of load, bootstrap over seeds: "
           "median [90% interval]")
     for t in sorted({tuned, RRH().threshold}):

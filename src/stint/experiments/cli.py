@@ -6,6 +6,7 @@ beside the paper's, mean ± std over seeds). Heavy imports stay inside the comma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -27,8 +28,10 @@ def _run(figure: str, out: Path, seeds: int, processes: int) -> None:
         raise typer.BadParameter("--seeds and --processes must be at least 1")
     out.mkdir(parents=True, exist_ok=True)
     seed_list = list(range(1, seeds + 1))
-    tasks = {"oasis-fig3": figs.fig3_tasks, "oasis-fig4": figs.fig4_tasks,
-             "oasis-fig5": figs.fig5_tasks, "oasis-fig6": figs.fig6_tasks}[figure](seed_list)
+    make_tasks: dict[str, Callable[[list[int]], list[figs.Task]]] = {
+        "oasis-fig3": figs.fig3_tasks, "oasis-fig4": figs.fig4_tasks,
+        "oasis-fig5": figs.fig5_tasks, "oasis-fig6": figs.fig6_tasks}
+    tasks = make_tasks[figure](seed_list)
 
     def progress(done: int, total: int) -> None:
         typer.echo(f"\r{figure}: {done}/{total} runs", nl=done == total, err=True)

@@ -216,7 +216,8 @@ def fig5(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
              "| γ1 range | " + " | ".join(f"{n} servers (ours / paper)" for n in _servers_of(
                  g, ranges[0])) + " |", "|---" * (1 + len(_servers_of(g, ranges[0]))) + "|"]
     for rg in ranges:
-        ref = paper.FIG5.get(tuple(int(x) for x in rg[1:-1].split(",")), {})  # type: ignore[call-overload]
+        lo, hi = (int(x) for x in rg[1:-1].split(","))
+        ref = paper.FIG5.get((lo, hi), {})
         cells = [f"{_ms(g[(rg, n)], '{:.2f}')} (median {np.median(g[(rg, n)]):.2f}, pooled "
                  f"{pooled[(rg, n)]:.2f}) / {ref.get(n, '–')}" for n in _servers_of(g, rg)]
         lines.append(f"| {rg} | " + " | ".join(cells) + " |")

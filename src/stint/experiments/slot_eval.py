@@ -102,8 +102,8 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
             if job_id in active:
                 del active[job_id]
                 out[job_id].rejected = True
-        for job_id, steps in plan.future.items():
-            future[job_id] = sorted(steps, key=lambda s: s[0])
+        for job_id, planned in plan.future.items():
+            future[job_id] = sorted(planned, key=lambda s: s[0])
         for job_id, alloc in plan.allocations.items():
             if _set_allocation(active.get(job_id), alloc, now):
                 moved.add(job_id)
