@@ -28,6 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from stint.experiments.oasis_figs import LOADS
+from stint.experiments.oasis_report import bootstrap_steps, ratio_to_best
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import make_workload
 from stint.policies.rrh import RRH
@@ -67,12 +68,6 @@ def read_fig3(path: str) -> tuple[list[int], dict[str, np.ndarray]]:
                    for p, v in per.items() if p == "oasis" or p in OTHERS}
 
 
-def ratios(oasis: np.ndarray, baselines: list[np.ndarray], cols: np.ndarray) -> np.ndarray:
-    """OASiS' mean ÷ the best baseline's mean per load, over the seed columns ``cols``."""
-    best = np.max([b[:, cols].mean(axis=1) for b in baselines], axis=0)
-    return oasis[:, cols].mean(axis=1) / best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fig3-seeds", required=True, help="oasis-fig3-seeds.csv of a Fig. 3 run")
@@ -92,11 +87,10 @@ def main() -> None:
     seeds, fig = read_fig3(args.fig3_seeds)
     rrh = rrh_totals(thresholds, seeds, args.processes)
     others = [fig[p] for p in OTHERS]
-    every = np.arange(len(seeds))
     print(f"\n2. figure seeds {seeds[0]}-{seeds[-1]}: RRH mean total | OASiS ÷ best baseline, "
           f"loads {list(LOADS)}")
     for t in thresholds:
-        r = ratios(fig["oasis"], [*others, rrh[t]], every)
+        r = ratio_to_best(fig["oasis"], [*others, rrh[t]])
         grows = bool((np.diff(r) > 0).all())
         mark = " (tuned)" if t == tuned else ""
         mark += " (default)" if t == RRH().threshold else ""
@@ -104,15 +98,11 @@ def main() -> None:
               + " | " + " ".join(f"{x:.2f}" for x in r) + f" | grows: {'yes' if grows else 'no'}"
               + mark)
 
-    rng = np.random.default_rng(0)
     steps = [f"{a}→{b}" for a, b in itertools.pairwise(LOADS)]
     print("\n3. change of OASiS ÷ best baseline at each step of load, bootstrap over seeds: "
           "median [90% interval]")
     for t in sorted({tuned, RRH().threshold}):
-        d = np.array([np.diff(ratios(fig["oasis"], [*others, rrh[t]],
-                                     rng.integers(0, len(seeds), len(seeds))))
-                      for _ in range(2000)])
-        lo, mid, hi = np.percentile(d, [5, 50, 95], axis=0)
+        lo, mid, hi = bootstrap_steps(fig["oasis"], [*others, rrh[t]])
         print(f"   threshold {t:5g}: " + ", ".join(
             f"{s} {m:+.2f} [{a:+.2f}, {b:+.2f}]" for s, m, a, b in zip(steps, mid, lo, hi)))
 

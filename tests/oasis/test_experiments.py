@@ -54,6 +54,42 @@ def test_fig3_report_shows_the_bound_and_per_seed_ratios(tmp_path):
         assert [figs.BOUND] == [r[1] for r in csv.reader(f) if r[1] == figs.BOUND]
 
 
+def test_bootstrap_of_the_ratio_steps_is_exact_when_every_workload_agrees():
+    import numpy as np
+
+    from stint.experiments.oasis_report import bootstrap_steps, ratio_to_best
+
+    oasis = np.array([[110.0, 110, 110], [150, 150, 150]])  # loads x seeds
+    base = np.full((2, 3), 100.0)
+    assert ratio_to_best(oasis, [base, base / 2]) == pytest.approx([1.1, 1.5])
+    assert bootstrap_steps(oasis, [base]).ravel() == pytest.approx([0.4, 0.4, 0.4])
+
+
+def test_bootstrap_interval_spans_workloads_that_disagree():
+    import numpy as np
+
+    from stint.experiments.oasis_report import bootstrap_steps
+
+    # Seed 1: the ratio goes 1.0 -> 2.0; seed 2: 1.0 -> 0.5. On both together: 1.0 -> 1.25.
+    oasis = np.array([[100.0, 100], [200, 50]])
+    lo, mid, hi = bootstrap_steps(oasis, [np.full((2, 2), 100.0)])[:, 0]
+    assert mid == pytest.approx(0.25)
+    assert lo == pytest.approx(-0.5) and hi == pytest.approx(1.0)
+
+
+def test_fig3_report_shows_the_bootstrap_of_each_step_from_three_seeds(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    def rows(seeds):
+        return [{"jobs": n, "policy": p, "seed": s, "utility": u, "rejected": 0, "finished": 0}
+                for n, o in ((100, 110), (200, 150)) for p, u in (("oasis", o), ("dorm", 100))
+                for s in seeds]
+
+    text = report.fig3(rows([1, 2, 3]), tmp_path, [1, 2, 3])
+    assert "100 → 200 jobs +0.40 [+0.40, +0.40]" in text
+    assert "bootstrap" not in report.fig3(rows([1, 2]), tmp_path, [1, 2])
+
+
 def test_fig3_report_shows_no_ratio_where_no_policy_earned_anything(tmp_path):
     from stint.experiments import oasis_report as report
 

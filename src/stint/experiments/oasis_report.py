@@ -78,6 +78,29 @@ def _line_plot(path: Path, xs: Sequence[int], series: dict[str, list[np.ndarray]
     save(fig, path)
 
 
+def ratio_to_best(oasis: np.ndarray, baselines: Sequence[np.ndarray],
+                  cols: np.ndarray | None = None) -> np.ndarray:
+    """Per load, OASiS' mean ÷ the best baseline's mean over the seed columns ``cols`` (all if
+    None). Every array has shape (loads, seeds), seeds in the same order."""
+    pick = slice(None) if cols is None else cols
+    best = np.max([b[:, pick].mean(axis=1) for b in baselines], axis=0)
+    ratio: np.ndarray = oasis[:, pick].mean(axis=1) / best
+    return ratio
+
+
+def bootstrap_steps(oasis: np.ndarray, baselines: Sequence[np.ndarray], resamples: int = 2000,
+                    seed: int = 0) -> np.ndarray:
+    """How OASiS ÷ best baseline changes from each load to the next, with its spread over
+    workloads: whole seeds are resampled with replacement. Returns (3, loads - 1): the 5th, 50th
+    and 95th percentiles of each step's change."""
+    rng = np.random.default_rng(seed)
+    n = oasis.shape[1]
+    steps = np.array([np.diff(ratio_to_best(oasis, baselines, rng.integers(0, n, n)))
+                      for _ in range(resamples)])
+    spread: np.ndarray = np.percentile(steps, [5, 50, 95], axis=0)
+    return spread
+
+
 def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     """Total utility vs number of jobs, per policy (and the isolated upper bound, if computed)."""
     from stint.experiments.oasis_figs import BOUND
@@ -123,6 +146,13 @@ def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
         lines.append(row)
     lines += ["", (f"Seeds: {list(seeds)}. Per-run values: `oasis-fig3-seeds.csv`. The per-seed "
                    "ratio divides OASiS by the best baseline on the same workload.")]
+    if len(seeds) >= 3 and len(loads) >= 2:  # fewer seeds: a bootstrap says nothing
+        lo, mid, hi = bootstrap_steps(np.array([g[(n, "oasis")] for n in loads]),
+                                      [np.array([g[(n, p)] for n in loads]) for p in base])
+        lines += ["", "Change of OASiS ÷ best baseline from each load to the next, bootstrap over "
+                  "the seeds (2000 resamples of whole workloads), median [90% interval]: "
+                  + ", ".join(f"{a} → {b} jobs {m:+.2f} [{x:+.2f}, {y:+.2f}]" for a, b, m, x, y
+                              in zip(loads, loads[1:], mid, lo, hi)) + "."]
     if has_bound:
         lines += [("`bound` (not a policy): Σ_i f_i at the shortest run job i could have alone "
                    "on the empty cluster, an upper bound for every policy (`experiments/opt.py`, "
