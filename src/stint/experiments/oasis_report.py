@@ -84,7 +84,8 @@ def ratio_to_best(oasis: np.ndarray, baselines: Sequence[np.ndarray],
     None). Every array has shape (loads, seeds), seeds in the same order."""
     pick = slice(None) if cols is None else cols
     best = np.max([b[:, pick].mean(axis=1) for b in baselines], axis=0)
-    ratio: np.ndarray = oasis[:, pick].mean(axis=1) / best
+    with np.errstate(divide="ignore", invalid="ignore"):  # nobody earned: inf or nan, no ratio
+        ratio: np.ndarray = oasis[:, pick].mean(axis=1) / best
     return ratio
 
 
@@ -95,10 +96,19 @@ def bootstrap_steps(oasis: np.ndarray, baselines: Sequence[np.ndarray], resample
     and 95th percentiles of each step's change."""
     rng = np.random.default_rng(seed)
     n = oasis.shape[1]
-    steps = np.array([np.diff(ratio_to_best(oasis, baselines, rng.integers(0, n, n)))
-                      for _ in range(resamples)])
+    picks: np.ndarray = rng.integers(0, n, size=(resamples, n))
+    steps = np.array([np.diff(ratio_to_best(oasis, baselines, cols)) for cols in picks])
     spread: np.ndarray = np.percentile(steps, [5, 50, 95], axis=0)
     return spread
+
+
+def _steps_line(g: dict[tuple[Any, ...], np.ndarray], loads: list[int], base: list[str]) -> str:
+    lo, mid, hi = bootstrap_steps(np.array([g[(n, "oasis")] for n in loads]),
+                                  [np.array([g[(n, p)] for n in loads]) for p in base])
+    return ("Change of OASiS ÷ best baseline from each load to the next, bootstrap over the seeds "
+            "(2000 resamples of whole workloads), median [90% interval]: "
+            + ", ".join(f"{a} → {b} jobs {m:+.2f} [{x:+.2f}, {y:+.2f}]"
+                        for a, b, m, x, y in zip(loads, loads[1:], mid, lo, hi)) + ".")
 
 
 def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
@@ -147,12 +157,7 @@ def fig3(rows: Sequence[Row], out: Path, seeds: Sequence[int]) -> str:
     lines += ["", (f"Seeds: {list(seeds)}. Per-run values: `oasis-fig3-seeds.csv`. The per-seed "
                    "ratio divides OASiS by the best baseline on the same workload.")]
     if len(seeds) >= 3 and len(loads) >= 2:  # fewer seeds: a bootstrap says nothing
-        lo, mid, hi = bootstrap_steps(np.array([g[(n, "oasis")] for n in loads]),
-                                      [np.array([g[(n, p)] for n in loads]) for p in base])
-        lines += ["", "Change of OASiS ÷ best baseline from each load to the next, bootstrap over "
-                  "the seeds (2000 resamples of whole workloads), median [90% interval]: "
-                  + ", ".join(f"{a} → {b} jobs {m:+.2f} [{x:+.2f}, {y:+.2f}]" for a, b, m, x, y
-                              in zip(loads, loads[1:], mid, lo, hi)) + "."]
+        lines += ["", _steps_line(g, loads, base)]
     if has_bound:
         lines += [("`bound` (not a policy): Σ_i f_i at the shortest run job i could have alone "
                    "on the empty cluster, an upper bound for every policy (`experiments/opt.py`, "
