@@ -13,13 +13,12 @@ divided by the best baseline's mean from a Fig. 3 seeds CSV if given (``--fig3-s
 from __future__ import annotations
 
 import argparse
-import csv
-from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from stint.experiments.oasis_figs import LOADS, build_policy
+from stint.experiments.oasis_report import read_fig3_seeds
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import make_workload
 from stint.policies import make
@@ -41,15 +40,10 @@ def run(args: tuple[str, int, int, int]) -> tuple[str, int, float]:
 
 
 def best_baseline(path: str) -> dict[int, float]:
-    per: dict[tuple[int, str], list[float]] = defaultdict(list)
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            per[(int(r["jobs"]), r["policy"])].append(float(r["utility"]))
-    out: dict[int, float] = {}
-    for (n, p), v in per.items():
-        if p in ("fifo-fixed", "drf-ps", "rrh", "dorm"):
-            out[n] = max(out.get(n, 0.0), float(np.mean(v)))
-    return out
+    """Per load, the highest mean total of the baselines in a Fig. 3 seeds CSV."""
+    loads, _, fig = read_fig3_seeds(path)
+    base = [fig[p] for p in ("fifo-fixed", "drf-ps", "rrh", "dorm") if p in fig]
+    return {n: max(float(b[i].mean()) for b in base) for i, n in enumerate(loads)}
 
 
 def main() -> None:

@@ -20,15 +20,13 @@ ratio grows with load". Printed:
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
-from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from stint.experiments.oasis_figs import LOADS
-from stint.experiments.oasis_report import bootstrap_steps, ratio_to_best
+from stint.experiments.oasis_report import bootstrap_steps, ratio_to_best, read_fig3_seeds
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import make_workload
 from stint.policies.rrh import RRH
@@ -57,17 +55,6 @@ def rrh_totals(thresholds: list[float], seeds: list[int], processes: int
     return out
 
 
-def read_fig3(path: str) -> tuple[list[int], dict[str, np.ndarray]]:
-    """The Fig. 3 per-seed CSV as (seeds, {policy: totals of shape (loads, seeds)})."""
-    per: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            per[r["policy"]][(int(r["jobs"]), int(r["seed"]))] = float(r["utility"])
-    seeds = sorted({s for _, s in per["oasis"]})
-    return seeds, {p: np.array([[v[(n, s)] for s in seeds] for n in LOADS])
-                   for p, v in per.items() if p == "oasis" or p in OTHERS}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fig3-seeds", required=True, help="oasis-fig3-seeds.csv of a Fig. 3 run")
@@ -84,7 +71,9 @@ def main() -> None:
         print(f"   threshold {t:5g}: {tune[t].mean(axis=1).sum():7.0f}"
               + ("   <- tuned" if t == tuned else ""))
 
-    seeds, fig = read_fig3(args.fig3_seeds)
+    loads, seeds, fig = read_fig3_seeds(args.fig3_seeds)
+    if loads != list(LOADS):
+        raise SystemExit(f"{args.fig3_seeds}: loads {loads}, expected {list(LOADS)}")
     rrh = rrh_totals(thresholds, seeds, args.processes)
     others = [fig[p] for p in OTHERS]
     print(f"\n2. figure seeds {seeds[0]}-{seeds[-1]}: RRH mean total | OASiS ÷ best baseline, "

@@ -90,6 +90,19 @@ def test_fig3_report_shows_the_bootstrap_of_each_step_from_three_seeds(tmp_path)
     assert "bootstrap" not in report.fig3(rows([1, 2]), tmp_path, [1, 2])
 
 
+def test_fig3_seeds_csv_reads_back_per_policy_load_and_seed(tmp_path):
+    from stint.experiments import oasis_report as report
+
+    rows = [{"jobs": n, "policy": p, "seed": s, "utility": 10 * n + s + (p == "dorm"),
+             "rejected": 0, "finished": 0}
+            for s in (2, 1) for n in (200, 100) for p in ("oasis", "dorm")]
+    report.fig3(rows, tmp_path, [1, 2])
+    loads, seeds, fig = report.read_fig3_seeds(tmp_path / "oasis-fig3-seeds.csv")
+    assert (loads, seeds) == ([100, 200], [1, 2])
+    assert fig["oasis"].tolist() == [[1001, 1002], [2001, 2002]]
+    assert fig["dorm"].tolist() == [[1002, 1003], [2002, 2003]]
+
+
 def test_fig3_report_shows_no_ratio_where_no_policy_earned_anything(tmp_path):
     from stint.experiments import oasis_report as report
 

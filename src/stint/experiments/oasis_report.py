@@ -78,6 +78,19 @@ def _line_plot(path: Path, xs: Sequence[int], series: dict[str, list[np.ndarray]
     save(fig, path)
 
 
+def read_fig3_seeds(path: Path | str) -> tuple[list[int], list[int], dict[str, np.ndarray]]:
+    """An ``oasis-fig3-seeds.csv`` as (loads, seeds, {policy: totals}), each policy's totals of
+    shape (loads, seeds) in the order of ``loads`` and ``seeds``."""
+    per: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            per[r["policy"]][(int(r["jobs"]), int(r["seed"]))] = float(r["utility"])
+    loads = sorted({n for v in per.values() for n, _ in v})
+    seeds = sorted({s for v in per.values() for _, s in v})
+    return loads, seeds, {p: np.array([[v[(n, s)] for s in seeds] for n in loads])
+                          for p, v in per.items()}
+
+
 def ratio_to_best(oasis: np.ndarray, baselines: Sequence[np.ndarray],
                   cols: np.ndarray | None = None) -> np.ndarray:
     """Per load, OASiS' mean ÷ the best baseline's mean over the seed columns ``cols`` (all if
