@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -79,6 +80,15 @@ def wait_for(pred: Callable[[], object], timeout: float = 30.0, what: str = "con
 def wait_ready(tmp: Path, job: str, n: int = 1) -> None:
     d = tmp / "ckpt" / job
     wait_for(lambda: all((d / f"{r}.ready").exists() for r in range(n)), what=f"{job} ready")
+
+
+def worker_of(attempt_dir: Path, rank: int) -> dict[str, int]:
+    """Rank ``rank``'s worker (pid, start ticks) as its supervisor records it. The worker can be
+    ready before the supervisor has written the record (it does so once ``Popen`` returns)."""
+    path = attempt_dir / f"rank-{rank}.child"
+    wait_for(path.exists, what=f"{path.name} to be written")
+    record: dict[str, int] = json.loads(path.read_text())
+    return record
 
 
 _UNCLAIMED: dict[int, list[JobExit]] = {}  # exits polled while waiting for another job

@@ -11,7 +11,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from exec_helpers import TRAP_USR1, MakeExecutor, gang, wait_exit, wait_for, wait_ready
+from exec_helpers import (
+    TRAP_USR1,
+    MakeExecutor,
+    gang,
+    wait_exit,
+    wait_for,
+    wait_ready,
+    worker_of,
+)
 
 from stint.runtime.executor import Outcome
 from stint.runtime.executor.shim import proc_start_ticks
@@ -68,7 +76,7 @@ def test_a_dead_supervisor_fails_the_attempt_and_a_recycled_pid_is_not_mistaken_
     wait_ready(tmp_path, "lost")
     d = tmp_path / "state/jobs/lost/0"
     shim = json.loads((d / "rank-0.pid").read_text())
-    worker = json.loads((d / "rank-0.child").read_text())
+    worker = worker_of(d, 0)
     os.kill(shim["pid"], signal.SIGKILL)
     # The worker dies with its supervisor (PR_SET_PDEATHSIG) rather than running on unwatched.
     wait_for(lambda: proc_start_ticks(worker["pid"]) is None, what="the worker to die")
@@ -112,7 +120,7 @@ def test_a_ray_actor_that_dies_fails_its_attempt_and_takes_its_worker_along(
     ex.launch(gang(tmp_path, "doomed", TRAP_USR1, n=2, nodes=("node-0", "node-1")))
     wait_ready(tmp_path, "doomed", 2)
     d = tmp_path / "state/jobs/doomed/0"
-    worker = json.loads((d / "rank-1.child").read_text())
+    worker = worker_of(d, 1)
     actor = ray.get_actor(f"stint/{ex.sid}/doomed/0/1", namespace="stint")
     ray.kill(actor, no_restart=True)  # as if its node had died
     e = wait_exit(ex, "doomed")
