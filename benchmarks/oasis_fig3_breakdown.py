@@ -25,17 +25,18 @@ from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import CLASSES, Workload, make_workload
 from stint.model.allocation import Plan
 from stint.policies._ps_hosts import FreeCapacity, demand
-from stint.policies.base import ClusterView, Policy
+from stint.policies.base import ClusterView, Policy, PolicyBase
 
 
-class Probe:
+class Probe(PolicyBase):
     """Wraps a policy; at each re-allocation records the share of active jobs with 0 workers,
     the free GPUs on worker hosts, and how many 0-worker jobs could still place one worker."""
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "?")
-        self.tick_s = getattr(inner, "tick_s", None)
+        self.name = inner.name
+        self.tick_s = inner.tick_s
+        self.lazy_progress = inner.lazy_progress
         self.starved: list[float] = []
         self.idle_gpus: list[float] = []
         self.fits: list[int] = []

@@ -30,7 +30,7 @@ from stint.experiments.workload import make_workload
 def run(args: tuple[str, int, int, float]) -> tuple[str, int, int, float, float, int, float]:
     name, seed, jobs, cost = args
     wl = make_workload(seed, jobs)
-    params = {"change_cost_s": cost} if name == "oasis-replan" else {}
+    params = {"change_cost_s": cost} if name == "oasis-replan" else {"redecide_overrun": False}
     pol = build_policy(name, wl, **params)
     t0 = time.perf_counter()
     res = evaluate(pol, wl.cluster, wl.jobs, wl.horizon, wl.slot_s, change_cost_s=cost)

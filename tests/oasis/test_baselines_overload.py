@@ -5,7 +5,7 @@ import pytest
 from stint.model import Cluster, Node, Resources, SigmoidUtility
 from stint.perf.ps_model import ps_job
 from stint.policies import make
-from stint.policies.base import ClusterView, JobStatus
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
 
 
 def _cluster():
@@ -54,13 +54,14 @@ def test_dorm_fairness_floor_keeps_a_one_worker_job_running(theta, lean_min):
         assert sum(counts[f"fat{i}"] for i in range(4)) == 8
 
 
-class _IdleCheck:
+class _IdleCheck(PolicyBase):
     """Wraps Dorm; after each re-allocation, counts jobs that Dorm re-placed (new or resized),
     hold fewer than N_i workers, and could still take one more worker (and its PS) on the
     capacity left free: capacity a utilisation maximiser placing jointly would not leave idle."""
 
     def __init__(self, inner):
         self.inner, self.name, self.tick_s, self.idle = inner, "dorm", None, 0
+        self.lazy_progress = inner.lazy_progress
 
     def plan(self, view):
         from stint.policies._ps_hosts import FreeCapacity

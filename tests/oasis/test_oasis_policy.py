@@ -71,17 +71,18 @@ def _view(cluster, jobs, now=0.0, changed=None):
                        tuple(changed if changed is not None else [j.job_id for j in jobs]))
 
 
-def test_oasis_admits_with_future_steps_and_rejects_worthless_job():
+def test_oasis_admits_and_rejects_worthless_job_and_reissues_each_slot():
     c = _cluster()
     good, worthless = _job("good"), _job("zero", gamma1=1e-9)
     pol = OASiS(slot_s=3600.0, end_slot=10)
     plan = pol.plan(_view(c, [good, worthless]))
     assert "zero" in plan.reject and "μ" in plan.reject["zero"]
     assert "good" in plan.allocations and plan.allocations["good"].num_workers > 0
-    # the schedule ends with an EMPTY step after the job's last slot
-    steps = plan.future.get("good", ())
+    # each later slot's plan carries that slot's committed allocation, EMPTY after the last
     _, sched = pol.committed["good"]
-    assert not steps or steps[-1] == ((sched.last_slot + 1) * 3600.0, Allocation())
+    after = sched.last_slot + 1
+    assert pol.allocation_at("good", after) == Allocation()
+    assert pol.allocation_at("good", sched.last_slot).num_workers > 0
     # PSs on PS hosts only, workers on worker hosts only
     a = plan.allocations["good"]
     assert all(c.nodes[n].role == "worker" for n, _ in a.workers)
@@ -97,7 +98,7 @@ def test_mid_slot_arrival_is_planned_from_the_next_slot():
     plan = pol.plan(_view(c, [j], now=1800.0))
     assert "late" not in plan.allocations  # nothing this (already started) slot
     assert pol.committed["late"][1].start_slot == 1
-    assert plan.future["late"][0][0] == 3600.0
+    assert pol.allocation_at("late", 1).num_workers > 0
 
 
 def test_plain_jobspec_without_ps_is_scheduled_in_worker_slots():
@@ -206,7 +207,7 @@ def test_oasis_runs_in_the_event_driven_simulator(small_workload):
     wl = small_workload
     slot = evaluate(OASiS(slot_s=wl.slot_s, end_slot=wl.horizon, history=wl.jobs), wl.cluster,
                     wl.jobs, wl.horizon, wl.slot_s)
-    pol = OASiS(slot_s=wl.slot_s, end_slot=wl.horizon, history=wl.jobs, emit_future=False)
+    pol = OASiS(slot_s=wl.slot_s, end_slot=wl.horizon, history=wl.jobs)
     run = Simulator(wl.cluster, wl.jobs, pol, PSPerfModel(), CostModel(0, 0, 0, 0)).run()
     admitted = {j for j, o in slot.outcomes.items() if not o.rejected}
     done = {r.job_id for r in run.records if r.completed}

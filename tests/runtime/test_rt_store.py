@@ -7,7 +7,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from stint.model.allocation import Allocation
-from stint.runtime.placement import assign_slots, fits, pack
+from stint.placement.packing import assign_slots, fits, pack
 from stint.runtime.states import TERMINAL, IllegalTransition, JobState, allowed, check_transition
 from stint.runtime.store import Store
 from stint.runtime.tables import Base

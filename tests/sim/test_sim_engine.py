@@ -1,34 +1,38 @@
-"""Engine contracts other policies rely on: Plan.future steps, settled progress, slot ticks."""
+"""Engine contracts other policies rely on: slot ticks, settled progress, swaps in one plan."""
 
 import pytest
 
 from stint.model import Allocation, Cluster, JobSpec, Plan
 from stint.perf.scaling import ScalingModel
-from stint.policies.base import ClusterView
+from stint.policies.base import ClusterView, PolicyBase
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 
 ELASTIC = JobSpec("a", 0.0, 100.0, requested_workers=1, min_workers=1, max_workers=2)
 
 
-class Planner:
-    """Starts job a on 1 worker with a future step to 2 workers at t=50; records what it saw."""
+class Planner(PolicyBase):
+    """Starts job a on 1 worker, grows it to 2 workers at its tick at t=50; records what it saw."""
 
     name = "planner"
-    tick_s = None
+    tick_s = 50.0
 
-    def __init__(self, override_at: float | None = None):
-        self.override_at = override_at
+    def __init__(self) -> None:
         self.seen: list[tuple[float, float]] = []
+        self.now = 0.0
+
+    def next_due(self) -> float | None:
+        return 50.0 if self.now < 50.0 else None  # one time-driven change, at 50
 
     def plan(self, view: ClusterView) -> Plan:
+        self.now = view.now
         a = next((st for st in view.jobs if st.job_id == "a"), None)
         if a is not None:
             self.seen.append((view.now, a.work_done))
         if view.now == 0.0:
-            return Plan({"a": Allocation.of({0: 1})}, future={"a": ((50.0, Allocation.of({0: 2})),)})
-        if view.now == self.override_at:
             return Plan({"a": Allocation.of({0: 1})})
+        if view.now == 50.0:
+            return Plan({"a": Allocation.of({0: 2})})
         return Plan()
 
 
@@ -37,29 +41,22 @@ def _run(policy, jobs):
     return {r.job_id: r for r in sim.run().records}
 
 
-def test_future_steps_are_applied_when_due():
+def test_a_slot_tick_plan_is_enacted_at_the_tick():
     r = _run(Planner(), [ELASTIC])
     # 0-50 on one worker: 50 of 100 done; from 50 on two workers (rate 2): 25 s more -> 75.
     assert r["a"].finish_s == pytest.approx(75.0) and r["a"].resizes == 1
 
 
-def test_a_later_plan_overrides_pending_future_steps():
-    other = JobSpec("b", 40.0, 1.0)
-    r = _run(Planner(override_at=40.0), [ELASTIC, other])
-    # The plan at 40 names job a again, which cancels its step at 50: it stays on one worker.
-    assert r["a"].finish_s == pytest.approx(100.0) and r["a"].resizes == 0
-
-
 def test_policies_without_lazy_progress_see_settled_work():
     p = Planner()
     _run(p, [ELASTIC, JobSpec("b", 30.0, 1.0)])
-    # Calls at 0, at b's arrival (30) and at a's future step (50): job a has run 30 s and 50 s
-    # at 1 unit/s, and the policy reads it from ``work_done`` without passing the time.
+    # Calls at 0, at b's arrival (30) and at the tick (50): job a has run 30 s and 50 s at
+    # 1 unit/s, and the policy reads it from ``work_done`` without passing the time.
     assert p.seen == [(0.0, 0.0), (30.0, pytest.approx(30.0)), (50.0, pytest.approx(50.0))]
 
 
-class Slotted:
-    """A slot-based policy without next_due(): it must be called every slot while jobs are active."""
+class Slotted(PolicyBase):
+    """A slot-based policy with the default next_due(): called every slot while jobs are active."""
 
     name = "slotted"
     tick_s = 10.0
@@ -79,7 +76,7 @@ def test_slot_ticks_continue_while_jobs_run():
     assert p.calls == [5.0, 10.0, 20.0, 30.0]
 
 
-class Swapper:
+class Swapper(PolicyBase):
     """Starts a on node 0 and b on node 1, then swaps them in one plan at t=10."""
 
     name = "swapper"

@@ -1,8 +1,10 @@
 """A slot-based evaluator for the paper's setting: any registered policy, T slots, PS jobs.
 
-Each slot t: apply the future steps a policy committed earlier, add the jobs arriving in t, call
-``policy.plan`` (timed), apply its plan, check every node's capacity and every job's N_i limit,
-then advance each job by its allocation's rate for one slot. A job whose work is done finishes in
+Each slot t: add the jobs arriving in t, call ``policy.plan`` (timed), stage its plan on the
+capacity ledger with the same step the simulator and the live controller use
+(``stint.reconcile.stage``; a refused action is a ``ScheduleViolation`` here, since the paper's
+policies must never over-commit), check every job's N_i limit, then advance each job by its
+allocation's rate for one slot. A job whose work is done finishes in
 t and earns f_i((t + 1)·slot - arrival): it ran t - a_i + 1 slots (open point 5). Jobs unfinished
 at T earn 0, like rejected ones; Fig. 4 counts them as finishing at T (open point 6).
 """
@@ -14,11 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stint.model.allocation import EMPTY, Allocation
+from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.perf.ps_model import PSPerfModel
+from stint.placement.ledger import Ledger
 from stint.policies.base import ClusterView, JobStatus, Phase, Policy
+from stint.reconcile import stage
 
 
 class ScheduleViolation(RuntimeError):
@@ -77,36 +81,27 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
     perf = PSPerfModel()
     pending = sorted(jobs, key=lambda s: (s.arrival_s, s.job_id))
     active: dict[str, JobStatus] = {}
-    future: dict[str, list[tuple[float, Allocation]]] = {}
+    ledger = Ledger(cluster)
     out = {s.job_id: Outcome(s.job_id, round(s.arrival_s / slot_s)) for s in jobs}
-    result = EvalResult(getattr(policy, "name", type(policy).__name__), out)
+    result = EvalResult(policy.name, out)
     changed: list[str] = []
     for t in range(horizon):
         now = t * slot_s
-        moved: set[str] = set()
-        for job_id, steps in future.items():
-            while steps and steps[0][0] <= now + 1e-6:
-                if _set_allocation(active.get(job_id), steps.pop(0)[1], now):
-                    moved.add(job_id)
         while pending and pending[0].arrival_s <= now + 1e-6:
             spec = pending.pop(0)
             active[spec.job_id] = JobStatus(spec, last_change_s=now)
             changed.append(spec.job_id)
-        view = ClusterView(now, cluster, list(active.values()), _free_gpus(cluster, active),
-                           perf, tuple(changed))
+        view = ClusterView(now, cluster, list(active.values()), ledger.free_gpus, perf,
+                           tuple(changed), free_resources=ledger.free)
         t0 = time.perf_counter()
         plan = policy.plan(view)
         result.plan_seconds.append(time.perf_counter() - t0)
         changed = []
+        moved = _enact(plan, active, ledger, now, f"{result.policy} slot {t}")
         for job_id in plan.reject:
             if job_id in active:
                 del active[job_id]
                 out[job_id].rejected = True
-        for job_id, planned in plan.future.items():
-            future[job_id] = sorted(planned, key=lambda s: s[0])
-        for job_id, alloc in plan.allocations.items():
-            if _set_allocation(active.get(job_id), alloc, now):
-                moved.add(job_id)
         check_capacity(cluster, active, f"{result.policy} slot {t}")
         for job_id, st in list(active.items()):
             if st.allocation:
@@ -116,10 +111,25 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
                 o = out[job_id]
                 o.finish_slot = t
                 o.utility = float(st.spec.utility((t + 1) * slot_s - st.spec.arrival_s))
+                ledger.give(st.spec, st.allocation)
                 del active[job_id]
-                future.pop(job_id, None)
                 changed.append(job_id)
     return result
+
+
+def _enact(plan: Plan, active: dict[str, JobStatus], ledger: Ledger, now: float,
+           where: str) -> set[str]:
+    """Stage ``plan`` on the ledger and apply it; the ids of jobs whose change costs an action."""
+    named = [j for j in (*plan.allocations, *plan.reject) if j in active]
+    plan = Plan({j: a for j, a in plan.allocations.items() if j in active},
+                {j: r for j, r in plan.reject.items() if j in active})
+    staged = stage(plan, {j: active[j].allocation for j in named},
+                   {j: active[j].first_start_s is not None for j in named},
+                   {j: active[j].spec for j in named}, ledger)
+    if staged.refusals:
+        action, why = staged.refusals[0]
+        raise ScheduleViolation(f"{where}: {action.kind} refused: {why}")
+    return {a.job_id for a in staged.actions if _set_allocation(active[a.job_id], a.after, now)}
 
 
 def _set_allocation(st: JobStatus | None, alloc: Allocation, now: float) -> bool:
@@ -136,11 +146,3 @@ def _set_allocation(st: JobStatus | None, alloc: Allocation, now: float) -> bool
     st.allocation = alloc if alloc else EMPTY
     st.last_change_s = now
     return costly
-
-
-def _free_gpus(cluster: Cluster, active: dict[str, JobStatus]) -> list[int]:
-    free = cluster.gpu_capacities()
-    for st in active.values():
-        for node, c in st.allocation.workers:
-            free[node] -= c * st.spec.gpus_per_worker
-    return free

@@ -51,14 +51,12 @@ class Plan:
     returns an empty plan in O(1)); ``EMPTY`` stops a job (preemption). Giving a queued job an
     allocation admits it. ``reject`` maps job ids to a reason: those jobs leave the system with
     zero utility. Jobs neither allocated nor rejected stay queued (deferred).
-    ``future`` optionally carries a planning policy's later allocations, as ``(time_s, allocation)``
-    steps per job (OASiS commits whole schedules); the mechanism applies them when their time comes
-    unless a later plan overrides them.
+    A planning policy (OASiS) that committed later allocations re-issues each slot's allocations
+    in the plan of that slot's tick (``Policy.tick_s``): plans are only ever about *now*.
     """
 
     allocations: dict[str, Allocation] = field(default_factory=dict)
     reject: dict[str, str] = field(default_factory=dict)
-    future: dict[str, tuple[tuple[float, Allocation], ...]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        return not (self.allocations or self.reject or self.future)
+        return not (self.allocations or self.reject)

@@ -17,8 +17,6 @@ class Tier(StrEnum):
     BASIC = "basic"
 
 
-TIER_RANK = {Tier.PREMIUM: 0, Tier.STANDARD: 1, Tier.BASIC: 2}
-
 ONE_GPU = Resources(gpu=1)  # the default per-worker demand
 
 
@@ -49,6 +47,9 @@ class JobSpec:
     batch_size: int = 0
     # Recorded run time at requested_workers, if the trace carries it (oracle for SJF/SRTF).
     duration_s: float | None = None
+    # The worker counts the job can run on, ascending; empty means every count in min..max. An
+    # SDK job runs on the divisors of its logical world size (``divisor_counts``).
+    worker_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -62,6 +63,14 @@ class JobSpec:
                 f"job {self.job_id}: need 1 <= min_workers <= requested_workers <= max_workers "
                 f"(got {self.min_workers}, {self.requested_workers}, {self.max_workers})"
             )
+        counts = self.worker_counts
+        if counts and (list(counts) != sorted(set(counts)) or counts[0] < self.min_workers
+                       or counts[-1] > self.max_workers or self.requested_workers not in counts):
+            raise ValueError(
+                f"job {self.job_id}: worker_counts {counts} must be ascending, within "
+                f"min_workers..max_workers ({self.min_workers}..{self.max_workers}) and include "
+                f"requested_workers ({self.requested_workers})"
+            )
 
     @property
     def gpus_per_worker(self) -> int:
@@ -70,3 +79,29 @@ class JobSpec:
     @property
     def elastic(self) -> bool:
         return self.min_workers < self.max_workers
+
+    def can_run_on(self, workers: int) -> bool:
+        """True if the job can run on ``workers`` workers."""
+        if self.worker_counts:
+            return workers in self.worker_counts
+        return self.min_workers <= workers <= self.max_workers
+
+    def feasible_counts(self) -> tuple[int, ...]:
+        """Every worker count the job can run on, ascending."""
+        return self.worker_counts or tuple(range(self.min_workers, self.max_workers + 1))
+
+    def largest_feasible(self, workers: int) -> int:
+        """The largest count the job can run on that is at most ``workers`` (0 if none)."""
+        if not self.worker_counts:
+            return min(workers, self.max_workers) if workers >= self.min_workers else 0
+        best = 0
+        for c in self.worker_counts:
+            if c <= workers:
+                best = c
+        return best
+
+
+def divisor_counts(logical: int, low: int, high: int) -> tuple[int, ...]:
+    """Worker counts an SDK job with ``logical`` logical ranks can run on within low..high: the
+    divisors of ``logical`` (each worker hosts the same number of logical ranks)."""
+    return tuple(n for n in range(max(1, low), high + 1) if logical % n == 0)

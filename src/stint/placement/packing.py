@@ -1,12 +1,17 @@
-"""From worker counts to concrete nodes: consolidated (fewest nodes) and spread placement.
+"""From worker counts to concrete nodes: consolidated (fewest nodes) and spread placement, the
+live controller's pinned placement (``pack``) and accelerator slots (``assign_slots``).
 
-Both work on a list of free GPUs per node, which they do not modify; callers subtract the result
-with ``take``. Workers here hold ``gpus_per_worker`` GPUs each and never straddle nodes.
+All work on a list of free GPUs per node, which they do not modify; callers subtract the result
+with ``take``. Workers here hold ``gpus_per_worker`` GPUs each and never straddle nodes. (The
+capacity of every resource, per node, is kept by ``placement.ledger``; these are the GPU-count
+helpers that policies and the controller place with.)
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence, Sequence
+from collections.abc import Iterable, MutableSequence, Sequence
+
+from stint.model.allocation import Allocation
 
 Placement = dict[int, int]  # node index -> workers
 
@@ -77,13 +82,55 @@ def place(
     return fn(free, workers, gpus_per_worker)
 
 
-def take(free: MutableSequence[int], placement: Placement, gpus_per_worker: int = 1) -> None:
-    """Subtract a placement's GPUs from ``free`` in place."""
-    for i, k in placement.items():
+def take(free: MutableSequence[int], placement: Placement | Allocation, gpus_per_worker: int = 1) -> None:
+    """Subtract a placement's (or an allocation's workers') GPUs from ``free`` in place."""
+    pairs = placement.workers if isinstance(placement, Allocation) else placement.items()
+    for i, k in pairs:
         free[i] -= k * gpus_per_worker
 
 
-def give(free: MutableSequence[int], workers: tuple[tuple[int, int], ...], gpus_per_worker: int = 1) -> None:
-    """Return an allocation's worker GPUs to ``free`` in place."""
-    for i, k in workers:
+def give(free: MutableSequence[int], placement: Placement | Allocation, gpus_per_worker: int = 1) -> None:
+    """Return a placement's (or an allocation's workers') GPUs to ``free`` in place."""
+    pairs = placement.workers if isinstance(placement, Allocation) else placement.items()
+    for i, k in pairs:
         free[i] += k * gpus_per_worker
+
+
+def fits(alloc: Allocation, free: Sequence[int], gpus_per_worker: int = 1) -> bool:
+    """True if every node of ``alloc`` exists and has the free GPUs its workers need."""
+    return all(0 <= n < len(free) and c * gpus_per_worker <= free[n] for n, c in alloc.workers)
+
+
+def pack(count: int, avail: Sequence[int], prefer: Iterable[int] = ()) -> Allocation | None:
+    """``count`` one-GPU workers on the ``prefer`` nodes first (in order), then on the nodes with
+    the most available GPUs (ties: lower index). None if they do not fit at all."""
+    left = list(avail)
+    chosen: dict[int, int] = {}
+    order = list(dict.fromkeys(prefer))
+    order += sorted((i for i in range(len(left)) if i not in order), key=lambda i: (-left[i], i))
+    for node in order:
+        if count == 0:
+            break
+        k = min(count, max(0, left[node]))
+        if k:
+            chosen[node] = k
+            count -= k
+    return Allocation.of(chosen) if count == 0 else None
+
+
+def assign_slots(
+    alloc: Allocation, capacity: Sequence[int], held: Iterable[dict[int, list[int]]]
+) -> dict[int, list[int]]:
+    """Lowest free accelerator slots on each node of ``alloc``, given the slots ``held`` by the
+    jobs that hold GPUs now. Raises ValueError if a node has too few (a controller bug)."""
+    used: dict[int, set[int]] = {}
+    for slots in held:
+        for node, ss in slots.items():
+            used.setdefault(int(node), set()).update(ss)
+    out: dict[int, list[int]] = {}
+    for node, count in alloc.workers:
+        free = [s for s in range(capacity[node]) if s not in used.get(node, set())]
+        if len(free) < count:
+            raise ValueError(f"node {node}: {count} slots wanted, {len(free)} free")
+        out[node] = free[:count]
+    return out

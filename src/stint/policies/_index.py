@@ -129,7 +129,7 @@ def fill(
                 break
             staged -= 1
             victim = by_id[rid]
-            give(free, victim.allocation.workers, victim.spec.gpus_per_worker)
+            give(free, victim.allocation, victim.spec.gpus_per_worker)
             free_total += victim.held_gpus
             if need <= free_total:
                 placement = place(free, spec.requested_workers, gpw, strategy)
@@ -137,7 +137,7 @@ def fill(
             reachable = min(reachable, free_total)
             for _, rid in index.running[staged:worst]:
                 victim = by_id[rid]
-                take(free, dict(victim.allocation.workers), victim.spec.gpus_per_worker)
+                take(free, victim.allocation, victim.spec.gpus_per_worker)
                 free_total -= victim.held_gpus
             skipped += 1
             if skipped > max_skip:

@@ -68,6 +68,16 @@ class JobStatus:
             return self.attained_gpu_s
         return self.attained_gpu_s + self.held_gpus * (now - self.as_of_s)
 
+    def settle(self, now: float) -> None:
+        """Fold lazy progress up to ``now`` into ``work_done``/``attained_gpu_s`` (mechanisms
+        only: a policy never writes a status)."""
+        since = self.as_of_s if self.as_of_s is not None else now
+        dt = now - since
+        if dt > 0:
+            self.work_done += self.rate * dt
+            self.attained_gpu_s += self.held_gpus * dt
+        self.as_of_s = now
+
     @property
     def remaining_work(self) -> float:
         return max(0.0, self.spec.work - self.work_done)
@@ -90,9 +100,16 @@ class ClusterView:
     Optional, for incremental policies: ``by_id`` maps active job ids to their status (live,
     read-only). When a mechanism sets it, it also promises that ``changed`` is complete: every job
     that arrived, finished, or whose allocation, phase or rate changed (including through the
-    previous plan) since the previous call with the same ``stream`` token. A policy that keeps an
-    index must rebuild it when ``by_id`` is None or ``stream`` differs from the last call's.
-    ``free_resources[i]``, if set, is node i's free (gpu, cpu, mem_gb, net_gbps).
+    previous plan) since the previous call with the same ``stream`` token. Two tokens, two
+    promises:
+    - ``stream`` changes when ``changed`` is not complete (the live cache reloaded every row): a
+      policy that keeps an *index* of the jobs must rebuild it when ``by_id`` is None or
+      ``stream`` differs from the last call's;
+    - ``history`` changes when the jobs' *history* is not the one the policy saw before (a new
+      run, a new store): only then may a policy forget what it remembers of jobs it saw (e.g.
+      Tiresias' queue-entry times). Same ``history``, same jobs, same past.
+    ``free_gpus`` and ``free_resources`` (node i's free (gpu, cpu, mem_gb, net_gbps)) come from
+    the mechanism's capacity ledger (``stint.placement.ledger``); a node that is down shows none.
     """
 
     now: float
@@ -104,14 +121,39 @@ class ClusterView:
     by_id: Mapping[str, JobStatus] | None = None
     stream: int | None = None
     free_resources: Sequence[Sequence[float]] | None = None
+    history: int | None = None
 
 
 class Policy(Protocol):
-    """A scheduling policy. ``tick_s`` is the period of its slot ticks, or None if event-driven."""
+    """A scheduling policy: every member a mechanism reads is declared here.
+
+    ``tick_s`` is the period of its slot ticks (the mechanism calls ``plan`` at every multiple of
+    it while jobs are active), or None if it is event-driven. ``lazy_progress`` is True if the
+    policy reads progress only through ``JobStatus.work_done_at``/``attained_gpu_s_at`` (then the
+    mechanism need not settle every job before each call). ``next_due`` says when the policy's
+    next time-driven change can happen (ticks before it are skipped; None: never).
+    ``PolicyBase`` gives the defaults.
+    """
 
     name: str
     tick_s: float | None
+    lazy_progress: bool
+
+    def next_due(self) -> float | None:
+        """Earliest time a tick could change the plan; None if no tick can."""
+        ...
 
     def plan(self, view: ClusterView) -> Plan:
         """Decide allocations (and admissions) at ``view.now``."""
         ...
+
+
+class PolicyBase:
+    """Defaults for ``Policy``'s members: event-driven, progress read directly, due at any tick."""
+
+    name: str = "policy"
+    tick_s: float | None = None
+    lazy_progress: bool = False
+
+    def next_due(self) -> float | None:
+        return 0.0

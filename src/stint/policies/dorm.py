@@ -35,7 +35,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from stint.model.allocation import Allocation, Plan
 from stint.policies._ps_hosts import FreeCapacity, demand, drf_fill
-from stint.policies.base import ClusterView, JobStatus
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 
 
@@ -47,7 +47,7 @@ def _utilisation(demands: np.ndarray, capacity: np.ndarray) -> np.ndarray:
 
 
 @register("dorm")
-class Dorm:
+class Dorm(PolicyBase):
     name = "dorm"
     tick_s: float | None = None
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from stint.model.allocation import Allocation, Plan
 from stint.model.job import JobSpec
-from stint.policies.base import ClusterView, JobStatus, Phase
+from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
 Vec = tuple[float, float, float, float]
@@ -54,7 +54,7 @@ def demand(spec: JobSpec, workers: int) -> Vec:
 
 
 @register("drf")
-class Drf:
+class Drf(PolicyBase):
     """Dominant-resource max-min fairness between users (or virtual clusters, or jobs)."""
 
     tick_s: float | None = None

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from stint.model.allocation import Plan
 from stint.policies._ps_hosts import FreeCapacity, drf_fill
-from stint.policies.base import ClusterView
+from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.registry import register
 
 
 @register("drf-ps")
-class DrfPS:
+class DrfPS(PolicyBase):
     name = "drf-ps"
     tick_s: float | None = None
 

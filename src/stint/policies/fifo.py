@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from stint.model.allocation import Plan
 from stint.policies._index import OrderIndex, fill
-from stint.policies.base import ClusterView, JobStatus
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 
 
@@ -18,7 +18,7 @@ def _arrival(st: JobStatus, now: float) -> tuple[float, str]:
 
 
 @register("fifo")
-class Fifo:
+class Fifo(PolicyBase):
     """First in, first out; ``placement`` is "consolidated" or "spread"."""
 
     tick_s: float | None = None

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from stint.model.allocation import Plan
 from stint.policies._ps_hosts import FreeCapacity, fits_empty
-from stint.policies.base import ClusterView, Phase
+from stint.policies.base import ClusterView, Phase, PolicyBase
 from stint.policies.registry import register
 
 
 @register("fifo-fixed")
-class FifoFixed:
+class FifoFixed(PolicyBase):
     name = "fifo-fixed"
     tick_s: float | None = None
 

@@ -4,9 +4,15 @@ Alg. 1, once per arriving job: compute the best schedule and its payoff μ_i wit
 (``oasis_core.best_schedule``), admit iff μ_i > 0, commit the whole schedule and raise the prices
 (eq. 22) of the slots it touches. Committed schedules are never revised.
 
-Behind the common interface: ``tick_s`` is the slot length; ``plan`` returns the current slot's
-allocations, ``Plan.future`` the rest of each newly admitted schedule, and ``Plan.reject`` for
-rejected jobs. Nodes with role "ps" host PSs; all other nodes host workers (the paper's H and K).
+Behind the common interface: ``tick_s`` is the slot length, and the mechanism calls ``plan`` at
+every slot boundary while jobs are active; ``plan`` returns every committed job's allocation for
+the current slot (the mechanism enacts all of them at once) and ``Plan.reject`` for rejected jobs.
+Nodes with role "ps" host PSs; all other nodes host workers (the paper's H and K).
+
+Beyond the paper, for a live cluster where a job's declared length is an estimate: a job still
+active after its committed schedule ended is decided again, for the work it has left, like an
+arrival (admitted for a new schedule if its payoff is positive, otherwise rejected with that
+reason); ``redecide_overrun=False`` keeps the paper's rule (it stays unfinished).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.utility import SigmoidUtility, Utility
 from stint.perf.ps_model import PSJobSpec
-from stint.policies.base import ClusterView, Phase
+from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.oasis_bounds import BoundsEstimator, PriceBounds
 from stint.policies.oasis_core import DPJob, FloatArray, HostPrices, Schedule, best_schedule, commit
 from stint.policies.registry import register
@@ -102,7 +108,7 @@ def utility_curve(f: Utility, jct_s: FloatArray) -> FloatArray:
 
 
 @register("oasis")
-class OASiS:
+class OASiS(PolicyBase):
     """The OASiS policy (Alg. 1). Stateful by design: it remembers its committed schedules.
 
     Parameters: ``slot_s`` (slot length, = ``tick_s``); ``end_slot`` fixes the paper's last slot T
@@ -110,9 +116,6 @@ class OASiS:
     fixes U and L (else they are estimated from ``history`` and the jobs seen so far);
     ``bound_scale`` misestimates them (Fig. 6); ``max_quanta`` caps the DP's workload units;
     ``paper_eta`` applies (26)'s proof factor 1/(4η) to L (see ``oasis_bounds``).
-    With ``emit_future=False`` the schedule is not sent as ``Plan.future``: each slot's
-    allocations then arrive through the tick's plan, all jobs at once (a mechanism that enacts
-    future steps one job at a time could grow one job before another shrinks).
     """
 
     name = "oasis"
@@ -121,7 +124,7 @@ class OASiS:
                  end_slot: int | None = None, bounds: PriceBounds | None = None,
                  history: Sequence[JobSpec] = (), bound_scale: float = 1.0,
                  max_quanta: int = DEFAULT_MAX_QUANTA, paper_eta: bool = False,
-                 emit_future: bool = True) -> None:
+                 redecide_overrun: bool = True) -> None:
         if slot_s <= 0 or horizon_slots <= 0 or max_quanta <= 0:
             raise ValueError("oasis: slot_s, horizon_slots and max_quanta must be positive")
         self.tick_s: float | None = slot_s
@@ -133,29 +136,60 @@ class OASiS:
         self.bound_scale = bound_scale
         self.max_quanta = max_quanta
         self.paper_eta = paper_eta
-        self.emit_future = emit_future
+        self.redecide_overrun = redecide_overrun
+        self.lazy_progress = False
         self.groups: HostGroups | None = None
         self.worker_prices: HostPrices | None = None
         self.ps_prices: HostPrices | None = None
         self.estimator: BoundsEstimator | None = None
         self.committed: dict[str, tuple[DPJob, Schedule]] = {}
         self.decided: set[str] = set()
+        self._slot = 0  # the slot of the last call
+
+    def next_due(self) -> float | None:
+        """The next slot boundary while any schedule is committed (its allocation may change)."""
+        return (self._slot + 1) * self.slot_s if self.committed else None
 
     # -- Alg. 1 ---------------------------------------------------------------------------------
     def plan(self, view: ClusterView) -> Plan:
         self.setup(view.cluster)
         now_slot = math.floor(view.now / self.slot_s + 1e-9)  # the slot containing ``now``
+        self._slot = now_slot
         self._release_finished(view, now_slot)
         plan = Plan()
         for st in view.jobs:
             if st.job_id not in self.decided and st.phase == Phase.QUEUED:
                 self.decide(st.spec, now_slot, plan)
+            elif self.redecide_overrun and self._overran(st.job_id, now_slot):
+                self.redecide(st, view.now, now_slot, plan)
         for st in view.jobs:
             if st.job_id in self.committed:
                 want = self.allocation_at(st.job_id, now_slot)
                 if want != st.allocation:
                     plan.allocations[st.job_id] = want
         return plan
+
+    def _overran(self, job_id: str, now_slot: int) -> bool:
+        entry = self.committed.get(job_id)
+        return entry is not None and now_slot > entry[1].last_slot
+
+    def redecide(self, st: JobStatus, now: float, now_slot: int, plan: Plan) -> None:
+        """A job still active after its schedule ended (its length was an estimate): Alg. 1
+        again for the work it has left, from this slot."""
+        spec = st.spec
+        self.committed.pop(spec.job_id)
+        fraction = min(1.0, max(spec.work - st.work_done_at(now), 0.0) / spec.work) or 1.0 / 64
+        assert self.worker_prices is not None and self.groups is not None
+        end = self.end_slot if self.end_slot is not None else now_slot + self.horizon
+        job = dp_job(spec, now_slot, end, self.slot_s, self.groups, self.max_quanta, fraction)
+        sched = None if isinstance(job, str) else best_schedule(
+            job, self.worker_prices, self.ps_prices, end)
+        if isinstance(job, str) or sched is None:
+            plan.reject[spec.job_id] = ("oasis: the committed schedule ended with work left and "
+                                        "no schedule of positive payoff remains")
+            return
+        commit(job, sched, self.worker_prices, self.ps_prices)
+        self.committed[spec.job_id] = (job, sched)
 
     def decide(self, spec: JobSpec, now_slot: int, plan: Plan) -> Schedule | None:
         """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``.
@@ -181,15 +215,7 @@ class OASiS:
             return None
         commit(job, sched, self.worker_prices, self.ps_prices)
         self.committed[spec.job_id] = (job, sched)
-        if self.emit_future:
-            self.emit_steps(spec.job_id, max(a, now_slot + 1), sched.last_slot + 1, plan)
         return sched
-
-    def emit_steps(self, job_id: str, first: int, last: int, plan: Plan) -> None:
-        """``Plan.future`` for slots first..last of a committed schedule (changes only)."""
-        steps = [(t * self.slot_s, self.allocation_at(job_id, t)) for t in range(first, last + 1)]
-        plan.future[job_id] = tuple(
-            s for i, s in enumerate(steps) if i == 0 or s[1] != steps[i - 1][1])
 
     def allocation_at(self, job_id: str, slot: int) -> Allocation:
         """The committed allocation of ``job_id`` in ``slot`` (EMPTY outside its schedule)."""

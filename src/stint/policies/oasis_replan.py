@@ -79,8 +79,6 @@ class OASiSReplan(OASiS):
             plan.allocations[st.job_id] = want
         else:
             plan.allocations.pop(st.job_id, None)  # drop the old plan's step for now
-        if self.emit_future:
-            self.emit_steps(st.job_id, now + 1, new.last_slot + 1, plan)
 
     def _remaining_job(self, st: JobStatus, now: int, remaining: float) -> DPJob | str:
         assert self.groups is not None

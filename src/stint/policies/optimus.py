@@ -31,7 +31,7 @@ from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import JobSpec
 from stint.placement.packing import in_order
 from stint.policies._index import OrderIndex
-from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase
+from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase, PolicyBase
 from stint.policies.registry import register
 
 _SAMPLES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -78,7 +78,7 @@ def _packed(n: int, per_node: int) -> Allocation:
 
 
 @register("optimus")
-class Optimus:
+class Optimus(PolicyBase):
     """Greedy marginal-gain worker allocation (elastic jobs are resized, rigid ones start whole)."""
 
     name = "optimus"

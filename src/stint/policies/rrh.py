@@ -23,12 +23,12 @@ import math
 from stint.model.allocation import EMPTY, Plan
 from stint.model.job import JobSpec
 from stint.policies._ps_hosts import FreeCapacity
-from stint.policies.base import ClusterView, JobStatus, Phase
+from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
 
 @register("rrh")
-class RRH:
+class RRH(PolicyBase):
     name = "rrh"
 
     def __init__(self, slot_s: float = 3600.0, threshold: float = 1.0) -> None:

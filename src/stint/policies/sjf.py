@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from stint.model.allocation import Plan
 from stint.policies._index import OrderIndex, fill
-from stint.policies.base import ClusterView, JobStatus, Phase
+from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
 Key3 = tuple[float, float, str]
@@ -41,7 +41,7 @@ def _srtf_key(st: JobStatus, now: float) -> tuple[float, float, str]:
 
 
 @register("sjf")
-class Sjf:
+class Sjf(PolicyBase):
     """Non-preemptive shortest-job-first with oracle durations."""
 
     tick_s: float | None = None

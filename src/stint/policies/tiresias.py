@@ -30,14 +30,14 @@ from bisect import bisect_right
 
 from stint.model.allocation import Plan
 from stint.policies._index import OrderIndex, fill
-from stint.policies.base import ClusterView, JobStatus, Phase
+from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
 Key = tuple[int, float, str]  # (queue, time it entered the queue, job id)
 
 
 @register("tiresias")
-class Tiresias:
+class Tiresias(PolicyBase):
     """2D-LAS with discretised queues and starvation promotion."""
 
     lazy_progress = True  # reads progress only through *_at(now)

@@ -11,22 +11,31 @@ insert that committed after one with a larger id.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_state
 
-from stint.policies.base import JobStatus
+from stint.model.job import JobSpec
+from stint.policies.base import JobStatus, PerfModel
 from stint.runtime.states import TERMINAL
 from stint.runtime.tables import Job, Override, User
-from stint.runtime.view import status_of
+from stint.runtime.view import spec_of, status_of
+
+
+class StatusSource(Protocol):
+    """Where the SDK's progress reports come from (the executor)."""
+
+    def status(self, job_id: str) -> object: ...
 
 _TERMINAL = [str(t) for t in TERMINAL]
 _CHUNK = 500  # ids per IN (...) query: far below SQLite's parameter limit
 
 
 class JobCache:
-    def __init__(self, resync_s: float = 10.0) -> None:
+    def __init__(self, epoch: float, perf: PerfModel, resync_s: float = 10.0) -> None:
+        self.epoch, self.perf = epoch, perf
         self.resync_s = resync_s
         self.rows: dict[int, Job] = {}  # active jobs, in id (arrival) order
         self.statuses: dict[str, JobStatus] = {}
@@ -99,12 +108,24 @@ class JobCache:
     def is_plain(self, job_id: int) -> bool:
         return job_id in self._plain
 
-    def status(self, job_id: int, job: Job) -> JobStatus:
+    def status(self, job_id: int, job: Job, now: float, reports: StatusSource) -> JobStatus:
+        """The policy's view of ``job`` at store time ``now``. Cached until the row changes
+        (progress is lazy, so a cached status stays exact), except for jobs that count declared
+        steps, which are re-read with the SDK's latest report."""
         key = str(job_id)
         st = self.statuses.get(key)
-        if st is None:
-            st = self.statuses[key] = status_of(job, self.users.get(job.user_id, "?"))
+        if st is None or job.total_steps:
+            report = reports.status(key) if job.total_steps and job.holding_since else None
+            st = self.statuses[key] = status_of(job, self.users.get(job.user_id, "?"), self.epoch,
+                                                self.perf, report if isinstance(report, dict)
+                                                else None, now)
         return st
+
+    def spec(self, job: Job) -> JobSpec:
+        """The job's spec (from its cached status when there is one)."""
+        st = self.statuses.get(str(job.id))
+        return st.spec if st is not None else spec_of(job, self.users.get(job.user_id, "?"),
+                                                       self.epoch)
 
     def touched(self) -> set[str]:
         """Ids of rows changed so far in this step; their cached statuses are dropped."""

@@ -2,10 +2,15 @@
 
 Each ``step(now)``:
   1. polls the executor for attempts that ended and applies their outcomes;
-  2. applies operator requests (cancel, preempt) recorded by the API;
-  3. relaunches jobs whose checkpoint for a migration or resize completed, and enacts operator pins
-     (``resize``/``migrate`` overrides, which the policy cannot change);
-  4. builds a ``ClusterView`` of the other active jobs, asks the policy for a plan, reconciles it;
+  2. applies operator requests (cancel, preempt) recorded by the API, and operator pins of running
+     jobs (``resize``/``migrate`` overrides; a queued job's pin waits for the policy to admit it);
+  3. builds a ``ClusterView`` of the active jobs (times on the store's clock, ``Store.epoch``),
+     asks the policy for a plan and stages it on the capacity ledger with ``reconcile.stage`` --
+     the same step the simulator uses, so a plan is carried out or refused the same way in both
+     (refusals are logged and counted in ``StepReport.refusals``);
+  4. turns each accepted action into intents: a job that holds GPUs is asked to checkpoint (with
+     a *target* if it resizes or migrates); a job to start gets its target and launches as soon as
+     the GPUs are physically free (at once, or when the jobs the same plan stopped have exited);
   5. writes every transition (the intent) in one transaction, and only then
   6. enacts the intents through the executor (launch, request_stop, kill).
 A crash between 5 and 6 is healed by ``recover``: every intent is idempotent per (job, attempt).
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,16 +31,18 @@ from typing import Any
 from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
-from stint.model.allocation import EMPTY, Allocation
+from stint.model.allocation import Allocation, Plan
+from stint.perf.scaling import ScalingModel
+from stint.placement.ledger import Ledger, Refusal
+from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import ClusterView, Policy
-from stint.reconcile import Action, ActionKind, classify, reconcile
+from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.cache import JobCache
 from stint.runtime.executor.base import Executor, ExecutorError, JobExit, Outcome, WorkerLaunch
-from stint.runtime.placement import assign_slots, fits, give, pack, take
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Job
-from stint.runtime.view import LinearScaling, cluster_of, held_slots
+from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
 
 log = logging.getLogger(__name__)
 S = JobState
@@ -66,6 +74,7 @@ class StepReport:
     stopped: list[int] = field(default_factory=list)
     plan_s: float = 0.0  # time spent in policy.plan (a product figure, see DESIGN "Time")
     skipped: bool = False  # nothing could have changed: no exit, submission or request
+    refusals: list[str] = field(default_factory=list)  # actions the ledger refused, with why
 
 
 class _Recorder:
@@ -96,12 +105,15 @@ class Controller:
         store.set_nodes(nodes)
         self.cluster = cluster_of(nodes)
         self.capacity = self.cluster.gpu_capacities()
-        self.perf = LinearScaling()
-        self.cache = JobCache()
+        self.perf = ScalingModel()  # linear in workers, relative to the request
+        self.epoch = store.epoch(time.time())  # the store's clock: policy time is now - epoch
+        self.cache = JobCache(self.epoch, self.perf)
+        self.refused = 0  # actions refused since start (also logged)
         self._unapplied: list[JobExit] = []
         self._dirty = True  # the last step changed something: step again even if no news
         self._last_marker: tuple[int, int] = (-1, -1)
         self._last_plan_at = float("-inf")
+        self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -128,8 +140,11 @@ class Controller:
             self._apply_requests(rec, special, now, effects)
             free = self._free(special)
             held = [held_slots(j) for j in special if j.state in HOLDING]
-            self._apply_targets_and_pins(rec, special, free, held, now, effects)
-            self._apply_policy(rec, jobs, changed, free, held, now, effects, report)
+            self._apply_pins(rec, special, free, now, effects)
+            self._targeted = []
+            self._apply_policy(rec, jobs, changed, now, effects, report)
+            waiting = {j.id: j for j in (*special, *self._targeted)}
+            self._launch_targets(rec, [waiting[i] for i in sorted(waiting)], free, held, now, effects)
             self._commit(rec)
         except Exception:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
@@ -153,8 +168,14 @@ class Controller:
             w.add_all(rec.items)
 
     def _tick_due(self, now: float) -> bool:
-        tick = getattr(self.policy, "tick_s", None)
-        return tick is not None and now - self._last_plan_at >= tick
+        """True if a slot boundary of the policy's ticks that it may act on passed since the
+        last plan (the simulator's rule: multiples of ``tick_s``, none before ``next_due``)."""
+        tick, due = self.policy.tick_s, self.policy.next_due()
+        if not tick or due is None:
+            return False
+        t, last = now - self.epoch, self._last_plan_at - self.epoch
+        at = max((math.floor(last / tick + 1e-9) + 1) * tick, math.ceil(due / tick - 1e-9) * tick)
+        return at <= t + 1e-9
 
     def recover(self, now: float) -> None:
         """After a restart (or a step that raised): re-adopt live attempts, apply exits missed
@@ -200,7 +221,7 @@ class Controller:
                 lost = JobExit(jid, job.attempt, Outcome.STOPPED, {}, "lost while the control "
                                "plane was down", now)
                 self._apply_exit(s, jobs, lost, now)
-        elif job.state == S.ADMITTED:
+        elif job.state == S.ADMITTED and not job.target:
             record_transition(s, job, S.QUEUED, now, "admission not carried out before a restart")
         elif job.state in RELAUNCHING:
             record_transition(s, job, S.PREEMPTED, now, "relaunch not carried out before a restart")
@@ -219,6 +240,9 @@ class Controller:
         elif job.stop_purpose == "cancel":
             record_transition(s, job, S.CANCELLED, now, "cancelled on request", finished_at=now,
                               target=None, **common)
+        elif job.stop_purpose == "reject":
+            record_transition(s, job, S.REJECTED, now, job.reason, finished_at=now, target=None,
+                              **common)
         elif e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED):
             why = job.stop_purpose or "stopped"
             how = "checkpointed" if e.outcome is Outcome.CHECKPOINTED else "stopped without a checkpoint"
@@ -238,9 +262,14 @@ class Controller:
                               failures=failures, target=None, stop_purpose="retry", **common)
 
     def _release(self, job: Job, now: float) -> None:
+        """The job stops holding GPUs: settle its attained service and work (the simulator's
+        progress model: ``perf.rate`` of what it held, for the time it held it)."""
         if job.holding_since is not None:
-            gpus = load_alloc(job.allocation).num_workers
-            job.attained_gpu_s += gpus * max(0.0, now - job.holding_since)
+            held = load_alloc(job.allocation)
+            dt = max(0.0, now - job.holding_since)
+            job.attained_gpu_s += held.num_workers * dt
+            spec = self.cache.spec(job)
+            job.work_done = min(spec.work, job.work_done + self.perf.rate(spec, held) * dt)
         job.holding_since = None
         job.slots = "{}"
 
@@ -271,38 +300,29 @@ class Controller:
             record_transition(s, job, S.CHECKPOINTING, now, reason, **cols)
         effects.append(Stop(job.id, kill=purpose == "cancel"))
 
-    # -- 3. targets and pins ---------------------------------------------------------------
-    def _apply_targets_and_pins(self, s: Session, jobs: list[Job], free: list[int],
-                                held: list[dict[int, list[int]]], now: float,
-                                effects: list[Effect]) -> None:
+    # -- 2b. operator pins -----------------------------------------------------------------
+    def _apply_pins(self, s: Session, jobs: list[Job], free: list[int], now: float,
+                    effects: list[Effect]) -> None:
+        """A pin (an admin's resize/migrate) moves a *running* job; a queued or paused job's pin
+        waits until the policy admits it (the policy keeps admission)."""
         for job in jobs:
-            if job.state == S.PREEMPTED and job.target:
-                target = load_alloc(job.target)
-                job.target = None
-                if fits(target, free):
-                    self._launch(s, job, target, free, held, now, effects,
-                                 f"{job.stop_purpose} after the checkpoint")
-            if _pinned(job) and job.state in (S.QUEUED, S.PREEMPTED, S.RUNNING):
-                self._enact_pin(s, job, free, held, now, effects)
+            if _pinned(job) and job.state == S.RUNNING and not job.stop_purpose:
+                self._enact_pin(s, job, free, now, effects)
 
-    def _enact_pin(self, s: Session, job: Job, free: list[int],
-                   held: list[dict[int, list[int]]], now: float, effects: list[Effect]) -> None:
-        current = load_alloc(job.allocation) if job.state in HOLDING else EMPTY
+    def _enact_pin(self, s: Session, job: Job, free: list[int], now: float,
+                   effects: list[Effect]) -> None:
+        current = load_alloc(job.allocation)
         avail = list(free)
         give(avail, current)
         want = self._pin_target(job, current, avail)
         if want is None or want == current:
             return  # already there, or waiting for capacity
-        why = f"operator pin ({_pin_text(job)})"
-        if job.state == S.RUNNING:
-            purpose = "resize" if want.num_workers != current.num_workers else "migrate"
-            self._stop(s, job, purpose, now, effects, reason=why, target=want)
-        else:
-            self._launch(s, job, want, free, held, now, effects, why)
+        purpose = "resize" if want.num_workers != current.num_workers else "migrate"
+        self._stop(s, job, purpose, now, effects, reason=f"operator pin ({_pin_text(job)})",
+                   target=want)
 
     def _pin_target(self, job: Job, current: Allocation, avail: list[int]) -> Allocation | None:
-        last = load_alloc(job.allocation)
-        count = job.pin_workers or last.num_workers or job.gpus
+        count = job.pin_workers or current.num_workers or job.gpus
         if job.pin_node is not None:
             try:
                 node = self.cluster.index_of(job.pin_node)
@@ -312,53 +332,108 @@ class Controller:
             return want if fits(want, avail) else None
         if current.num_workers == count:
             return current
-        return pack(count, avail, prefer=last.nodes)
+        return pack(count, avail, prefer=current.nodes)
 
-    # -- 4. the policy ---------------------------------------------------------------------
-    def _apply_policy(self, s: Session, jobs: dict[int, Job], changed_ids: set[int],
-                      free: list[int], held: list[dict[int, list[int]]], now: float,
+    # -- 3. the policy ---------------------------------------------------------------------
+    def _apply_policy(self, s: Session, jobs: dict[int, Job], changed_ids: set[int], now: float,
                       effects: list[Effect], report: StepReport) -> None:
         # ``changed`` is complete (new, reloaded and just-modified rows), so incremental policies
         # may keep their index between calls of the same stream.
         changed = {str(i) for i in changed_ids} | self.cache.touched()
+        t = now - self.epoch
         plain = self.cache.is_plain
-        statuses = [self.cache.status(i, j) for i, j in jobs.items() if plain(i) or _policy_sees(j)]
+        statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
+                    if plain(i) or _policy_sees(j)]
         known = {st.job_id: st for st in statuses}
-        view = ClusterView(now, self.cluster, statuses, tuple(free), self.perf,
-                           tuple(sorted(changed)), by_id=known, stream=self.cache.stream)
+        if not self.policy.lazy_progress:
+            for st in statuses:
+                if st.allocation:
+                    st.settle(t)
+        ledger = self._ledger(jobs)
+        view = ClusterView(t, self.cluster, statuses, ledger.free_gpus, self.perf,
+                           tuple(sorted(changed)), by_id=known, stream=self.cache.stream,
+                           free_resources=ledger.free, history=id(self))
         t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
         plan = self.policy.plan(view)
         report.plan_s = time.perf_counter() - t0
-        for jid in [j for j in plan.allocations if j not in known]:
-            log.warning("policy %s planned unknown or pinned job %s; ignored", self.policy.name, jid)
-            del plan.allocations[jid]
-        plan.reject = {j: r for j, r in plan.reject.items() if j in known}
-        current = _Lookup(lambda jid: known[jid].allocation)
-        has_run = _Lookup(lambda jid: jobs[int(jid)].attempt > 0)
-        for action in reconcile(plan, current, has_run):
-            self._apply_action(s, jobs[int(action.job_id)], action, free, held, now, effects,
-                               report)
+        unknown = [j for j in (*plan.allocations, *plan.reject) if j not in known]
+        if unknown:
+            log.warning("policy %s planned unknown jobs %s; ignored", self.policy.name, unknown[:5])
+        pinned = {j for j in plan.allocations if j in known and _pinned(jobs[int(j)])
+                  and jobs[int(j)].state in HOLDING}
+        for j in pinned:
+            self._refuse(report, Action(ActionKind.MIGRATE, j, known[j].allocation,
+                                        plan.allocations[j]),
+                         Refusal(j, -1, "workers", 0.0, "pinned by an operator (stint unpin)"))
+        plan = Plan({j: a for j, a in plan.allocations.items() if j in known and j not in pinned},
+                    {j: r for j, r in plan.reject.items() if j in known})
+        named = [*plan.allocations, *plan.reject]
+        staged = stage(plan, {j: known[j].allocation for j in named},
+                       {j: jobs[int(j)].attempt > 0 for j in named},
+                       {j: known[j].spec for j in named}, ledger)
+        for action, why in staged.refusals:
+            self._refuse(report, action, why)
+        for action in staged.actions:
+            self._apply_action(s, jobs[int(action.job_id)], action, now, effects)
+            report.actions.append(action)
 
-    def _apply_action(self, s: Session, job: Job, a: Action, free: list[int],
-                      held: list[dict[int, list[int]]], now: float, effects: list[Effect],
-                      report: StepReport) -> None:
+    def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
+        """The capacity ledger as policies see it: every active job's logical allocation."""
+        ledger = Ledger(self.cluster)
+        for job in jobs.values():
+            alloc = logical_allocation(job)
+            if alloc:
+                ledger.take(self.cache.spec(job), alloc)
+        return ledger
+
+    def _refuse(self, report: StepReport, action: Action, why: Refusal) -> None:
+        text = f"policy {self.policy.name}: {action.kind} refused: {why}"
+        log.warning("%s", text)
+        report.refusals.append(text)
+        self.refused += 1
+
+    def _apply_action(self, s: Session, job: Job, a: Action, now: float,
+                      effects: list[Effect]) -> None:
+        """Turn one accepted action into intents (see the module docstring, step 4)."""
         reason = f"policy {self.policy.name}: {a.kind}" + (f" ({a.reason})" if a.reason else "")
+        holding = job.state in HOLDING
         if a.kind is ActionKind.REJECT:
-            if job.state not in HOLDING:
-                record_transition(s, job, S.REJECTED, now, reason, finished_at=now)
-                report.actions.append(a)
-        elif a.kind is ActionKind.PREEMPT:
-            self._stop(s, job, "preempt", now, effects, reason=reason)
-            report.actions.append(a)
-        elif a.kind in (ActionKind.RESIZE, ActionKind.MIGRATE):
-            avail = list(free)
-            give(avail, a.before)
-            if fits(a.after, avail):
-                self._stop(s, job, str(a.kind), now, effects, reason=reason, target=a.after)
-                report.actions.append(a)
-        elif fits(a.after, free):  # START or RESUME; otherwise it waits for capacity
-            self._launch(s, job, a.after, free, held, now, effects, reason)
-            report.actions.append(a)
+            if holding:
+                self._stop(s, job, "reject", now, effects, reason=reason)
+            else:
+                if job.state == S.ADMITTED:
+                    record_transition(s, job, S.QUEUED, now, "admission withdrawn", target=None)
+                record_transition(s, job, S.REJECTED, now, reason, finished_at=now, target=None)
+        elif holding:
+            target = a.after or None
+            purpose = "preempt" if target is None else "resize" if (
+                a.after.num_workers != load_alloc(job.allocation).num_workers) else "migrate"
+            self._stop(s, job, purpose, now, effects, reason=reason, target=target)
+        elif not a.after:  # a job waiting to launch loses its target
+            job.target = None
+            if job.state == S.ADMITTED:
+                record_transition(s, job, S.QUEUED, now, f"{reason}: admission withdrawn")
+        else:  # START or RESUME: reserve the target; it launches once the GPUs are free
+            if job.state == S.QUEUED:
+                record_transition(s, job, S.ADMITTED, now, reason, target=dump_alloc(a.after))
+            else:
+                job.target = dump_alloc(a.after)
+                job.reason = reason
+            self._targeted.append(job)
+
+    # -- 4. launching what has a target ----------------------------------------------------
+    def _launch_targets(self, s: Session, jobs: list[Job], free: list[int],
+                        held: list[dict[int, list[int]]], now: float,
+                        effects: list[Effect]) -> None:
+        """Launch every job that waits with a target, once its GPUs are physically free (the
+        jobs a plan stopped to make room hold them until their exit)."""
+        for job in jobs:
+            if job.target and job.state in (S.ADMITTED, S.PREEMPTED) and not job.cancel_requested:
+                target = load_alloc(job.target)
+                if fits(target, free):
+                    why = job.reason if job.state == S.ADMITTED else (
+                        f"{job.stop_purpose or 'resume'} after the checkpoint")
+                    self._launch(s, job, target, free, held, now, effects, why)
 
     # -- 5. intents ------------------------------------------------------------------------
     def _launch(self, s: Session, job: Job, alloc: Allocation, free: list[int],
@@ -397,7 +472,8 @@ class Controller:
             for slot in by_node[node]:  # one accelerator slot per worker
                 workers.append(WorkerLaunch(
                     job_id=str(job.id), attempt=job.attempt, rank=rank, world_size=len(pairs),
-                    logical_world_size=job.max_gpus, node=self.cluster.nodes[node].name,
+                    logical_world_size=logical_world_size(job),
+                    node=self.cluster.nodes[node].name,
                     slots=(slot,), command=command, ckpt_dir=str(job_dir / "ckpt"),
                     log_path=str(job_dir / "log.txt"),
                 ))
@@ -465,10 +541,12 @@ class _Lookup(Mapping[str, Any]):
 
 
 def _policy_sees(job: Job) -> bool:
-    """Jobs the policy may move: not terminal, not mid-checkpoint, not cancelled, not pinned."""
-    if job.state not in (S.QUEUED, S.PREEMPTED, S.STARTING, S.RUNNING):
+    """Jobs the policy sees: every active job but those being cancelled or stopped for good.
+    (A job checkpointing for a resize or migration is seen on its target; a pinned one is seen,
+    and the plan may not move it.)"""
+    if job.state in TERMINAL or job.cancel_requested:
         return False
-    return not (job.cancel_requested or _pinned(job))
+    return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
 
 
 def _pinned(job: Job) -> bool:

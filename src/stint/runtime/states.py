@@ -50,7 +50,8 @@ _ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.STARTING: frozenset({S.RUNNING, S.CHECKPOINTING, S.PREEMPTED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
     S.RUNNING: frozenset({S.CHECKPOINTING, S.PREEMPTED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
     # A job may finish (or die) before it reaches the step boundary where it would checkpoint.
-    S.CHECKPOINTING: frozenset({S.PREEMPTED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    # The policy may reject a job that already ran (OASiS, when its schedule ran out).
+    S.CHECKPOINTING: frozenset({S.PREEMPTED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.REJECTED}),
     S.PREEMPTED: frozenset({S.RESUMED, S.MIGRATING, S.RESIZING, S.FAILED, S.CANCELLED, S.REJECTED}),
     S.RESUMED: frozenset({S.STARTING, S.PREEMPTED, S.CANCELLED}),
     S.MIGRATING: frozenset({S.STARTING, S.PREEMPTED, S.CANCELLED}),

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
 from stint.runtime.states import JobState, check_transition
-from stint.runtime.tables import Job, NodeRow, Override, Token, Transition, User
+from stint.runtime.tables import Job, Meta, NodeRow, Override, Token, Transition, User
 
 ADMIN_NAME = "admin"
 TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
@@ -117,6 +117,9 @@ class NewJob:
     tier: str
     priority: float
     deadline_s: float | None
+    est_s: float | None = None
+    total_steps: int | None = None
+    logical_ranks: int | None = None
 
 
 class Store:
@@ -134,6 +137,16 @@ class Store:
 
     def migrate(self) -> None:
         migrate(self.engine)
+
+    def epoch(self, now: float) -> float:
+        """The store's time origin (wall seconds), written once on first use: the live controller
+        measures policy time from it, so a slot policy's time starts near 0, as in simulation."""
+        with self.session() as s:
+            row = s.get(Meta, "epoch")
+            if row is None:
+                row = Meta(key="epoch", value=repr(float(now)))
+                s.add(row)
+            return float(row.value)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -241,6 +254,8 @@ class Store:
             "user_id": caller.user_id, "name": spec.name, "command": json.dumps(spec.command),
             "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
             "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
+            "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
+            "work_done": 0.0,
             "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
             "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
             "cancel_requested": False, "preempt_requested": False,

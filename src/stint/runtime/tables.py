@@ -81,10 +81,28 @@ class Job(Base):
     attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
     holding_since: Mapped[float | None] = mapped_column(Float, nullable=True)
 
+    # Declared by the submitter (None: not declared): the run time in seconds at ``gpus`` workers,
+    # the training steps (the SDK reports its step), the SDK's logical ranks (its worker counts
+    # are their divisors). ``work_done`` is seconds of work at ``gpus`` workers, settled whenever
+    # the job stops holding GPUs (the controller's progress model, the same as the simulator's).
+    est_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    logical_ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    work_done: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     pin_workers: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pin_node: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class Meta(Base):
+    """Facts about the store itself: ``epoch`` (the control plane's time origin, wall seconds)."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Transition(Base):

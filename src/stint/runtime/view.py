@@ -1,31 +1,29 @@
-"""The adapter between store rows and the policy interface: JobSpec/JobStatus/ClusterView."""
+"""The adapter between store rows and the policy interface: ``JobSpec`` and ``JobStatus``.
+
+A live job's status carries what a simulated one does: times on the store's own clock
+(``Store.epoch`` is 0), its length (``est_s``, declared; ``LIVE_DEFAULT_WORK_S`` if not), the
+worker counts it can run on, and progress that grows while it holds GPUs (``as_of_s``/``rate``:
+the same lazy progress as the simulator's, read through ``work_done_at``/``attained_gpu_s_at``).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
 
 from stint.model.allocation import EMPTY, Allocation
 from stint.model.cluster import Cluster, Node
-from stint.model.job import JobSpec, Tier
+from stint.model.job import JobSpec, Tier, divisor_counts
 from stint.model.resources import Resources
 from stint.model.utility import ConstantUtility, DeadlineUtility, Utility
-from stint.policies.base import JobStatus, Phase
+from stint.policies.base import JobStatus, PerfModel, Phase
 from stint.runtime.states import HOLDING
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job
 
-# Live jobs do not declare how much work they have: every job counts as one unit, and progress is
-# not reported back (policies that rank by remaining work see ties and fall back to arrival order).
-LIVE_WORK = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class LinearScaling:
-    """Live performance model: throughput proportional to workers, relative to the request."""
-
-    def rate(self, spec: JobSpec, allocation: Allocation) -> float:
-        return allocation.num_workers / max(1, spec.requested_workers)
+# A job that declares no length counts as this many seconds of work at its requested size.
+LIVE_DEFAULT_WORK_S = 600.0
 
 
 def cluster_of(nodes: list[tuple[str, int]]) -> Cluster:
@@ -37,17 +35,29 @@ _HOLDING = frozenset(str(s) for s in HOLDING)
 _ONE_GPU = Resources(gpu=1)
 
 
-def spec_of(job: Job, user: str) -> JobSpec:
+def worker_counts(gpus: int, min_gpus: int, max_gpus: int, logical: int | None) -> tuple[int, ...]:
+    """The worker counts a job can run on. Every worker's ``STINT_LOGICAL_WORLD_SIZE`` is the
+    job's logical ranks (``logical``, else ``max_gpus``), and an SDK job needs a count that
+    divides it; a job that declares nothing is held to that too, as it may use the SDK."""
+    return divisor_counts(logical or max_gpus, min_gpus, max_gpus)
+
+
+def logical_world_size(job: Job) -> int:
+    return job.logical_ranks or job.max_gpus
+
+
+def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
     # Read the loaded column values straight from the instance dict: the ORM's attribute
     # descriptors cost more than the rest of this function for a 10,000-job pass.
     d = job.__dict__
     utility: Utility = ConstantUtility(d["priority"])
     if d["deadline_s"] is not None:
         utility = DeadlineUtility(d["priority"], d["deadline_s"])
+    est = d["est_s"]
     return JobSpec(
         job_id=str(d["id"]),
-        arrival_s=max(0.0, d["submitted_at"]),
-        work=LIVE_WORK,
+        arrival_s=max(0.0, d["submitted_at"] - epoch),
+        work=est if est else LIVE_DEFAULT_WORK_S,
         requested_workers=d["gpus"],
         min_workers=d["min_gpus"],
         max_workers=d["max_gpus"],
@@ -57,21 +67,50 @@ def spec_of(job: Job, user: str) -> JobSpec:
         priority=d["priority"],
         tier=_TIERS[d["tier"]],
         user=user,
+        duration_s=est,
+        worker_counts=worker_counts(d["gpus"], d["min_gpus"], d["max_gpus"], d["logical_ranks"]),
     )
 
 
-def status_of(job: Job, user: str) -> JobStatus:
+def logical_allocation(job: Job) -> Allocation:
+    """What the job holds as far as policies and the capacity ledger are concerned: its target
+    while it waits to (re)launch or checkpoints for a resize or migration; nothing once it is
+    being stopped for good; else what it holds."""
     d = job.__dict__
-    holding = d["state"] in _HOLDING
-    phase = Phase.RUNNING if holding else Phase.QUEUED if d["attempt"] == 0 else Phase.PAUSED
+    if d["target"]:
+        return load_alloc(d["target"])
+    if d["state"] in _HOLDING and not d["stop_purpose"]:
+        return load_alloc(d["allocation"])
+    return EMPTY
+
+
+def status_of(job: Job, user: str, epoch: float, perf: PerfModel,
+              report: Mapping[str, Any] | None = None, now: float = 0.0) -> JobStatus:
+    """The job as a policy sees it. ``report`` is the SDK's last progress report (its ``step``
+    counts against a declared ``total_steps``); ``now`` is the store-clock time it is read at."""
+    d = job.__dict__
+    spec = spec_of(job, user, epoch)
+    alloc = logical_allocation(job)
+    phase = Phase.RUNNING if alloc else Phase.QUEUED if d["attempt"] == 0 else Phase.PAUSED
+    work, attained, as_of, rate = d["work_done"], d["attained_gpu_s"], None, 0.0
+    if d["state"] in _HOLDING and d["holding_since"] is not None:
+        held = load_alloc(d["allocation"])
+        as_of, rate = d["holding_since"] - epoch, perf.rate(spec, held)
+        step, total = (report or {}).get("step"), d["total_steps"]
+        if total and isinstance(step, int) and now > as_of:  # the SDK's own count, as of now
+            attained += held.num_workers * (now - as_of)
+            work, as_of = spec.work * min(step, total) / total, now
     return JobStatus(
-        spec=spec_of(job, user),
+        spec=spec,
         phase=phase,
-        allocation=load_alloc(d["allocation"]) if holding else EMPTY,
-        attained_gpu_s=d["attained_gpu_s"],
-        first_start_s=d["first_start_at"],
-        last_change_s=d["last_change_at"],
+        allocation=alloc,
+        work_done=min(work, spec.work),
+        attained_gpu_s=attained,
+        first_start_s=d["first_start_at"] - epoch if d["first_start_at"] is not None else None,
+        last_change_s=d["last_change_at"] - epoch,
         preemptions=d["preemptions"],
+        rate=rate,
+        as_of_s=as_of,
     )
 
 

@@ -7,10 +7,11 @@ settled only when a job's allocation changes or it completes; the policy sees th
 (``ClusterView.by_id``) plus the list of jobs that changed, never a rebuilt copy.
 
 At each distinct event time: completions, node failures/recoveries, arrivals, finished action
-delays and slot ticks are applied, then the policy is called once, its plan is reconciled into
-actions (``stint.reconcile``), and each action is enacted with its modelled delay
-(``CostModel``). Every plan is checked against node capacities; a violation raises
-``CapacityError`` naming the job and node.
+delays and slot ticks are applied, then the policy is called once, its plan is staged on the
+capacity ledger (``stint.reconcile.stage``, the same step the live controller uses), and each
+accepted action is enacted with its modelled delay (``CostModel``). Actions the ledger refuses
+(over capacity, a node down, a worker count the job cannot run on) are counted in
+``RunResult.refusals`` with their reasons, and their jobs keep their allocation.
 """
 
 from __future__ import annotations
@@ -25,17 +26,12 @@ from dataclasses import dataclass, field
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.placement.ledger import Ledger
 from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase, Policy
-from stint.reconcile import Action, ActionKind, reconcile
+from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
 from stint.sim.events import Event, EventKind
 from stint.sim.metrics import JobRecord, RunResult
-
-_EPS = 1e-9
-
-
-class CapacityError(RuntimeError):
-    """A plan asked for more than a node has."""
 
 
 @dataclass(slots=True)
@@ -92,11 +88,8 @@ class Simulator:
         ids = {s.job_id for s in self._specs}
         if len(ids) != len(self._specs):
             raise ValueError("job ids must be unique")
-        caps = [n.capacity.as_tuple() for n in self.cluster.nodes]
-        self._cap = [list(c) for c in caps]
-        self._free = [list(c) for c in caps]
-        self._free_gpus = [int(c[0]) for c in caps]
-        self._down: set[int] = set()
+        self._ledger = Ledger(self.cluster)
+        self._refusals: list[str] = []
         self._table: dict[str, JobStatus] = {}
         self._track: dict[str, _Track] = {}
         self._heap: list[Event] = []
@@ -104,7 +97,6 @@ class Simulator:
         self._changed: dict[str, None] = {}
         self._records: list[JobRecord] = []
         self._waiting = 0
-        self._busy = 0
         self._busy_gpu_s = 0.0
         self._last_t = 0.0
         self._tick_at: float | None = None
@@ -116,8 +108,6 @@ class Simulator:
         self._latency = array("d")
         self._ideal_rate: dict[object, float] = {}
         self._period_at: float | None = None
-        self._steps: dict[str, tuple[int, dict[float, Allocation]]] = {}  # job -> Plan.future steps
-        self._future_gen = 0
         self._stream = id(self)
 
     # ----------------------------------------------------------------------------------- run
@@ -159,7 +149,7 @@ class Simulator:
         if self.on_progress is not None:
             self.on_progress(len(self._records), n)
         return RunResult(
-            policy=getattr(self.policy, "name", type(self.policy).__name__),
+            policy=self.policy.name,
             records=self._records,
             total_gpus=self.cluster.total_gpus,
             busy_gpu_s=self._busy_gpu_s,
@@ -170,6 +160,7 @@ class Simulator:
             events=events,
             wall_s=time.perf_counter() - wall0,
             cpu_s=time.process_time() - cpu0,
+            refusals=self._refusals,
         )
 
     # -------------------------------------------------------------------------------- events
@@ -180,7 +171,7 @@ class Simulator:
     def _advance(self, t: float) -> None:
         dt = t - self._last_t
         if dt > 0:
-            self._busy_gpu_s += self._busy * dt
+            self._busy_gpu_s += self._ledger.used_gpus * dt
             self._last_t = t
 
     def _handle(self, ev: Event, t: float) -> bool:
@@ -192,8 +183,6 @@ class Simulator:
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
             return True
-        if kind is EventKind.FUTURE:
-            return self._future_step(job_id, version, t)
         st = self._table.get(job_id)
         if st is None or self._track[job_id].version != version:
             return False  # stale: the job's rate changed or it finished since
@@ -233,19 +222,17 @@ class Simulator:
         if not tick or not self._table:
             return
         at = (math.floor(t / tick) + 1) * tick
-        next_due = getattr(self.policy, "next_due", None)
-        if next_due is not None:
-            due = next_due()
-            if due is None:
-                return
-            at = max(at, math.ceil(due / tick) * tick)
+        due = self.policy.next_due()
+        if due is None:
+            return
+        at = max(at, math.ceil(due / tick) * tick)
         if self._tick_at is None or at < self._tick_at:
             self._tick_at = at
             self._push(at, EventKind.TICK, "")
 
     # ------------------------------------------------------------------------------ decisions
     def _decide(self, t: float) -> None:
-        if not getattr(self.policy, "lazy_progress", False):
+        if not self.policy.lazy_progress:
             # A policy that reads ``work_done``/``attained_gpu_s`` directly gets them settled to
             # now (O(active jobs)); the baselines read ``*_at(now)`` and declare ``lazy_progress``.
             for st in self._table.values():
@@ -255,12 +242,12 @@ class Simulator:
             now=t,
             cluster=self.cluster,
             jobs=_ActiveJobs(self._table),
-            free_gpus=self._free_gpus,
+            free_gpus=self._ledger.free_gpus,
             perf=self.perf,
             changed=list(self._changed),
             by_id=self._table,
             stream=self._stream,
-            free_resources=self._free,
+            free_resources=self._ledger.free,
         )
         self._changed.clear()
         t0 = time.perf_counter()
@@ -270,67 +257,38 @@ class Simulator:
             self._enact(plan, t)
         s_t, s_busy, s_queue = self._series
         s_t.append(t)
-        s_busy.append(self._busy)
+        s_busy.append(self._ledger.used_gpus)
         s_queue.append(self._waiting)
 
     def _enact(self, plan: Plan, t: float) -> None:
         table = self._table
-        current = {j: table[j].allocation for j in plan.allocations if j in table}
         missing = [j for j in (*plan.allocations, *plan.reject) if j not in table]
         if missing:
             raise KeyError(f"policy {self.policy.name!r} planned for unknown or finished jobs {missing[:5]}")
-        has_run = {j: table[j].first_start_s is not None for j in plan.allocations}
-        actions = reconcile(plan, current, has_run)
-        for action in actions:  # release all that changes first: the plan is checked as a whole,
-            st = table[action.job_id]  # so jobs may swap nodes within one plan
-            self._settle(st, t)
-            self._release(st)
-        for action in actions:
+        named = {**plan.allocations, **plan.reject}
+        current = {j: table[j].allocation for j in named}
+        has_run = {j: table[j].first_start_s is not None for j in named}
+        specs = {j: table[j].spec for j in named}
+        for j in named:  # settle before the staging changes what the jobs hold
+            self._settle(table[j], t)
+        staged = stage(plan, current, has_run, specs, self._ledger)
+        for action, why in staged.refusals:
+            self._refusals.append(f"t={t:g} {action.kind} refused: {why}")
+        for action in staged.actions:
             self._apply(action, t)
         for j in plan.allocations:
             self._changed[j] = None
-        for j in {**plan.allocations, **plan.future}:  # a later plan overrides pending steps
-            self._steps.pop(j, None)
-        for j, steps in plan.future.items():
-            if j in table:
-                self._plan_future(j, steps)
-
-    def _plan_future(self, job_id: str, steps: tuple[tuple[float, Allocation], ...]) -> None:
-        """Keep a planning policy's later allocations; each is applied when its time comes."""
-        self._future_gen += 1
-        self._steps[job_id] = (self._future_gen, dict(steps))
-        for when, _ in steps:
-            self._push(when, EventKind.FUTURE, job_id, self._future_gen)
-
-    def _future_step(self, job_id: str, gen: int, t: float) -> bool:
-        pending = self._steps.get(job_id)
-        if pending is None or pending[0] != gen or job_id not in self._table:
-            return False  # overridden by a later plan, or the job is gone
-        alloc = pending[1].pop(t, None)
-        if alloc is None:
-            return False
-        self._enact_one(job_id, alloc, t)
-        return True
-
-    def _enact_one(self, job_id: str, alloc: Allocation, t: float) -> None:
-        st = self._table[job_id]
-        one = Plan({job_id: alloc})
-        for action in reconcile(one, {job_id: st.allocation}, {job_id: st.first_start_s is not None}):
-            self._apply(action, t)
-        self._changed[job_id] = None
 
     def _apply(self, action: Action, t: float) -> None:
         st = self._table[action.job_id]
         kind = action.kind
+        self._settle(st, t)
         if kind is ActionKind.REJECT:
-            self._settle(st, t)
-            self._release(st)
+            st.allocation = EMPTY
             self._finish(st, t, rejected=action.reason or "rejected")
             return
-        self._settle(st, t)
         was_waiting = not action.before
-        self._release(st)
-        self._acquire(st, action.after)
+        st.allocation = action.after  # the ledger was charged when the plan was staged
         st.last_change_s = t
         track = self._track[st.job_id]
         if kind is ActionKind.PREEMPT:
@@ -365,18 +323,12 @@ class Simulator:
     # ------------------------------------------------------------------------------ progress
     @staticmethod
     def _settle(st: JobStatus, t: float) -> None:
-        since = st.as_of_s if st.as_of_s is not None else t
-        dt = t - since
-        if dt > 0:
-            st.work_done += st.rate * dt
-            st.attained_gpu_s += st.held_gpus * dt
-        st.as_of_s = t
+        st.settle(t)
 
     def _finish(self, st: JobStatus, t: float, rejected: str = "") -> None:
         spec = st.spec
         track = self._track.pop(spec.job_id)
         del self._table[spec.job_id]
-        self._steps.pop(spec.job_id, None)
         if not st.allocation and st.phase is not Phase.RUNNING:
             self._waiting -= 1
         self._changed[spec.job_id] = None
@@ -411,7 +363,7 @@ class Simulator:
         key = (type(spec), spec.application, spec.batch_size, spec.requested_workers, spec.min_workers, top, spec.worker_demand)
         best = self._ideal_rate.get(key) if type(spec) is JobSpec else None
         if best is None:
-            per_node = max(int(max(c[0] for c in self._cap)) // gpw, 1)
+            per_node = max(int(max(c[0] for c in self._ledger.capacity)) // gpw, 1)
             best = 0.0
             for n in range(spec.min_workers, max(top, spec.min_workers) + 1):
                 full, rest = divmod(n, per_node)
@@ -423,48 +375,18 @@ class Simulator:
         return spec.work / best if best > 0 else math.inf
 
     # ------------------------------------------------------------------------------ capacity
-    def _acquire(self, st: JobStatus, alloc: Allocation) -> None:
-        self._charge(st.spec, alloc, -1.0)
-        st.allocation = alloc
-
     def _release(self, st: JobStatus) -> None:
         if st.allocation:
-            self._charge(st.spec, st.allocation, 1.0)
+            self._ledger.give(st.spec, st.allocation)
             st.allocation = EMPTY
-
-    def _charge(self, spec: JobSpec, alloc: Allocation, sign: float) -> None:
-        """Add (sign=+1) or take (sign=-1) an allocation's resources; check capacity on take."""
-        parts = [(alloc.workers, spec.worker_demand.as_tuple())]
-        if alloc.ps and spec.ps_demand is not None:
-            parts.append((alloc.ps, spec.ps_demand.as_tuple()))
-        for counts, demand in parts:
-            for node, k in counts:
-                if node < 0 or node >= len(self._free):
-                    raise CapacityError(f"job {spec.job_id}: no node {node} (cluster has {len(self._free)})")
-                free = self._free[node]
-                for r in range(4):
-                    if demand[r]:
-                        free[r] += sign * k * demand[r]
-                        if free[r] < -_EPS or (sign < 0 and node in self._down):
-                            raise CapacityError(
-                                f"policy {self.policy.name!r} over-committed node {node} with job "
-                                f"{spec.job_id}: resource {('gpu', 'cpu', 'mem_gb', 'net_gbps')[r]} "
-                                f"short by {-free[r]:g}" + (" (node is down)" if node in self._down else "")
-                            )
-                gpus = int(k * demand[0])
-                self._free_gpus[node] += int(sign) * gpus
-                self._busy -= int(sign) * gpus
 
     # ------------------------------------------------------------------------------ failures
     def _node_event(self, node: int, t: float, down: bool) -> None:
         if down:
-            for st in [s for s in self._table.values() if any(n == node for n, _ in s.allocation.workers)]:
-                self._apply(Action(ActionKind.PREEMPT, st.job_id, st.allocation, EMPTY, "node failed"), t)
+            for st in [s for s in self._table.values() if node in s.allocation.nodes
+                       or any(n == node for n, _ in s.allocation.ps)]:
+                self._settle(st, t)
+                self._release(st)
+                self._apply(Action(ActionKind.PREEMPT, st.job_id, EMPTY, EMPTY, "node failed"), t)
                 self._changed[st.job_id] = None
-            self._down.add(node)
-            self._free[node] = [0.0] * 4
-            self._free_gpus[node] = 0
-        else:
-            self._down.discard(node)
-            self._free[node] = list(self._cap[node])
-            self._free_gpus[node] = int(self._cap[node][0])
+        self._ledger.set_down(node, down)

@@ -17,7 +17,6 @@ class EventKind(IntEnum):
     NODE_UP = 2  # the node is back
     ACTION_DONE = 3  # a start/resume/resize/migrate finished its delay: the job progresses again
     TICK = 4  # a slot boundary for policies with ``tick_s``
-    FUTURE = 5  # a step of a planning policy's ``Plan.future`` falls due
 
 
 Event = tuple[float, int, int, EventKind, str, int]

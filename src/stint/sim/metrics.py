@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,7 @@ class RunResult:
     events: int
     wall_s: float
     cpu_s: float = 0.0  # CPU time of the run: steadier than wall time on a shared machine
+    refusals: list[str] = field(default_factory=list)  # actions the ledger refused, with why
 
     def summary(self) -> dict[str, Any]:
         done = [r for r in self.records if r.completed]
@@ -82,6 +83,7 @@ class RunResult:
 
         return {
             "jobs": len(self.records),
+            "refused_actions": len(self.refusals),
             "completed": len(done),
             "rejected": len(self.records) - len(done),
             "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,

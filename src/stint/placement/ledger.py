@@ -1,0 +1,132 @@
+"""The capacity ledger: free resources per node, and the one fit check every mechanism uses.
+
+A ``Ledger`` holds, for each node of a cluster, its free GPU, CPU, memory and bandwidth (the
+order of ``RESOURCE_NAMES``) and whether the node is down. ``take`` and ``give`` charge or return
+a job's ``Allocation`` (its workers' and parameter servers' demand); ``shortfall`` says, without
+changing anything, why an allocation would not fit. The simulator, the live controller and the
+slot evaluator of the OASiS figures all keep their capacity here, and policies read it through
+``ClusterView.free_gpus`` / ``free_resources`` (the ledger's own lists, read-only to them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stint.model.allocation import Allocation
+from stint.model.cluster import Cluster
+from stint.model.job import JobSpec
+from stint.model.resources import RESOURCE_NAMES
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why an allocation was not carried out: job, node, resource and by how much it fell short.
+
+    ``resource`` is one of ``RESOURCE_NAMES``; or "node" when the node does not exist or is
+    down, "workers" when the job cannot run on that many workers, "displaced" when another refusal
+    in the same plan left no room (then ``node`` is -1 and ``detail`` says the rest).
+    """
+
+    job_id: str
+    node: int
+    resource: str
+    short_by: float
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.resource == "node":
+            return f"job {self.job_id}: node {self.node} {self.detail}"
+        if self.resource in ("workers", "displaced"):
+            return f"job {self.job_id}: {self.resource}: {self.detail}"
+        return (f"job {self.job_id}: node {self.node} short of {self.resource} by "
+                f"{self.short_by:g}" + (f" ({self.detail})" if self.detail else ""))
+
+
+class Ledger:
+    """Free resources per node of ``cluster`` (all free at first) and the set of nodes down."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.capacity = [list(n.capacity.as_tuple()) for n in cluster.nodes]
+        self.free = [list(c) for c in self.capacity]
+        self.free_gpus = [int(c[0]) for c in self.capacity]
+        self.down: set[int] = set()
+        self.used_gpus = 0  # GPUs held by allocations, over all nodes
+
+    def copy(self) -> Ledger:
+        other = Ledger.__new__(Ledger)
+        other.cluster, other.capacity = self.cluster, self.capacity
+        other.free = [list(f) for f in self.free]
+        other.free_gpus = list(self.free_gpus)
+        other.down = set(self.down)
+        other.used_gpus = self.used_gpus
+        return other
+
+    # -- checks --------------------------------------------------------------------------------
+    def shortfall(self, spec: JobSpec, alloc: Allocation) -> Refusal | None:
+        """The first reason ``alloc`` of ``spec`` does not fit now, or None if it fits."""
+        n = len(self.free)
+        need: dict[int, list[float]] = {}
+        for counts, demand in _parts(spec, alloc):
+            for node, k in counts:
+                if node < 0 or node >= n:
+                    return Refusal(spec.job_id, node, "node", 0.0, f"does not exist (cluster has {n})")
+                if node in self.down:
+                    return Refusal(spec.job_id, node, "node", 0.0, "is down")
+                acc = need.setdefault(node, [0.0] * 4)
+                for r in range(4):
+                    acc[r] += k * demand[r]
+        for node in sorted(need):
+            free = self.free[node]
+            for r in range(4):
+                if need[node][r] > free[r] + _EPS:
+                    return Refusal(spec.job_id, node, RESOURCE_NAMES[r], need[node][r] - free[r],
+                                   f"needs {need[node][r]:g}, {max(free[r], 0.0):g} free")
+        return None
+
+    def fits(self, spec: JobSpec, alloc: Allocation) -> bool:
+        return self.shortfall(spec, alloc) is None
+
+    # -- changes -------------------------------------------------------------------------------
+    def take(self, spec: JobSpec, alloc: Allocation) -> None:
+        """Charge ``alloc``; callers check ``shortfall`` first (this does not refuse)."""
+        self._charge(spec, alloc, -1.0)
+
+    def give(self, spec: JobSpec, alloc: Allocation) -> None:
+        """Return ``alloc``'s resources."""
+        self._charge(spec, alloc, 1.0)
+
+    def set_down(self, node: int, down: bool) -> None:
+        """Mark a node down (it then shows nothing free, and nothing may be placed on it) or up
+        again (all free). Callers first take every allocation off a node that goes down."""
+        if down:
+            self.down.add(node)
+            self.free[node] = [0.0] * 4
+        else:
+            self.down.discard(node)
+            self.free[node] = list(self.capacity[node])
+        self._refresh_gpus(node)
+
+    def _charge(self, spec: JobSpec, alloc: Allocation, sign: float) -> None:
+        for counts, demand in _parts(spec, alloc):
+            for node, k in counts:
+                free = self.free[node]
+                for r in range(4):
+                    if demand[r]:
+                        free[r] += sign * k * demand[r]
+                gpus = int(k * demand[0])
+                self.used_gpus -= int(sign) * gpus
+                self._refresh_gpus(node)
+
+    def _refresh_gpus(self, node: int) -> None:
+        self.free_gpus[node] = int(self.free[node][0] + _EPS)
+
+
+def _parts(spec: JobSpec, alloc: Allocation) -> list[tuple[tuple[tuple[int, int], ...], tuple[float, ...]]]:
+    parts: list[tuple[tuple[tuple[int, int], ...], tuple[float, ...]]] = [
+        (alloc.workers, spec.worker_demand.as_tuple())]
+    if alloc.ps and spec.ps_demand is not None:
+        parts.append((alloc.ps, spec.ps_demand.as_tuple()))
+    return parts
