@@ -26,12 +26,18 @@ register_runtime(app)
 
 
 @app.command()
-def policies() -> None:
+def policies(
+    options: bool = typer.Option(False, "--options", help="Also list each policy's --policy-opt keys."),
+) -> None:
     """List the registered scheduling policies."""
     from stint.policies import available
+    from stint.policies.registry import options_of
 
     for name in available():
         typer.echo(name)
+        if options:
+            for key, kind in options_of(name).items():
+                typer.echo(f"  {key}: {kind}")
 
 
 def main() -> None:

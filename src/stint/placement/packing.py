@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, MutableSequence, Sequence
 
-from stint.model.allocation import Allocation
+from stint.model.allocation import EMPTY, Allocation
+from stint.model.job import JobSpec
 
 Placement = dict[int, int]  # node index -> workers
 
@@ -134,3 +135,24 @@ def assign_slots(
             raise ValueError(f"node {node}: {count} slots wanted, {len(free)} free")
         out[node] = free[:count]
     return out
+
+
+def trim_to_feasible(spec: JobSpec, alloc: Allocation) -> Allocation:
+    """``alloc`` with workers removed (from the nodes holding fewest first) down to the largest
+    count the job can run on; EMPTY if there is none. For policies that size jobs one worker at
+    a time: trimming only frees capacity, so a plan that fitted still fits."""
+    n = alloc.num_workers
+    keep = spec.largest_feasible(n)
+    if keep == n:
+        return alloc
+    if keep == 0:
+        return EMPTY
+    counts = dict(alloc.workers)
+    drop = n - keep
+    for node in sorted(counts, key=lambda i: (counts[i], i)):
+        k = min(drop, counts[node])
+        counts[node] -= k
+        drop -= k
+        if not drop:
+            break
+    return Allocation.of(counts, dict(alloc.ps))

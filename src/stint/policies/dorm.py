@@ -34,6 +34,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from stint.model.allocation import Allocation, Plan
+from stint.placement.packing import trim_to_feasible
 from stint.policies._ps_hosts import FreeCapacity, demand, drf_fill
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
@@ -80,6 +81,7 @@ class Dorm(PolicyBase):
                 allocs[st.job_id] = placed
         self._fill_leftover(free, [st for st in jobs if st.job_id not in kept], allocs)
         for st in jobs:
+            allocs[st.job_id] = trim_to_feasible(st.spec, allocs[st.job_id])
             if allocs[st.job_id] != st.allocation:
                 plan.allocations[st.job_id] = allocs[st.job_id]
         return plan

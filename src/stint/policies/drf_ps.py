@@ -9,6 +9,7 @@ tasks placed round-robin. Between events allocations stay as they are.
 from __future__ import annotations
 
 from stint.model.allocation import Plan
+from stint.placement.packing import trim_to_feasible
 from stint.policies._ps_hosts import FreeCapacity, drf_fill
 from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.registry import register
@@ -25,6 +26,7 @@ class DrfPS(PolicyBase):
             return plan
         allocs = drf_fill([st.spec for st in view.jobs], FreeCapacity(view.cluster))
         for st in view.jobs:
-            if allocs[st.job_id] != st.allocation:
-                plan.allocations[st.job_id] = allocs[st.job_id]
+            alloc = trim_to_feasible(st.spec, allocs[st.job_id])
+            if alloc != st.allocation:
+                plan.allocations[st.job_id] = alloc
         return plan

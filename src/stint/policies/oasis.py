@@ -28,6 +28,7 @@ from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.utility import SigmoidUtility, Utility
 from stint.perf.ps_model import PSJobSpec
+from stint.placement.packing import trim_to_feasible
 from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.oasis_bounds import BoundsEstimator, PriceBounds
 from stint.policies.oasis_core import DPJob, FloatArray, HostPrices, Schedule, best_schedule, commit
@@ -164,7 +165,9 @@ class OASiS(PolicyBase):
                 self.redecide(st, view.now, now_slot, plan)
         for st in view.jobs:
             if st.job_id in self.committed:
-                want = self.allocation_at(st.job_id, now_slot)
+                # Alg. 2 sizes per slot one worker at a time: a job that runs only on some
+                # counts (an SDK job) gets the largest of them within its slot's allocation.
+                want = trim_to_feasible(st.spec, self.allocation_at(st.job_id, now_slot))
                 if want != st.allocation:
                     plan.allocations[st.job_id] = want
         return plan

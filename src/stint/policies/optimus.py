@@ -136,16 +136,18 @@ class Optimus(PolicyBase):
         for jid in self._elastic:
             st = by_id[jid]
             if st.phase is Phase.RUNNING:
-                target[jid] = st.spec.min_workers
-                gpus_left += st.held_gpus - st.spec.min_workers * st.spec.gpus_per_worker
+                least = st.spec.feasible_counts()[0]
+                target[jid] = least
+                gpus_left += st.held_gpus - least * st.spec.gpus_per_worker
         skipped = 0
         for _, jid in self._index.waiting:  # then waiting jobs, shortest remaining first
             if gpus_left <= 0:
                 break
             spec = by_id[jid].spec
-            need = spec.min_workers * spec.gpus_per_worker
+            least = spec.feasible_counts()[0]
+            need = least * spec.gpus_per_worker
             if need <= gpus_left:
-                target[jid] = spec.min_workers
+                target[jid] = least
                 gpus_left -= need
             else:
                 skipped += 1
@@ -164,6 +166,8 @@ class Optimus(PolicyBase):
             target[jid] += 1
             gpus_left -= gpw
             self._push_gain(view, heap, st, target[jid])
+        for jid, n in target.items():  # counts grew one worker at a time: keep feasible ones
+            target[jid] = by_id[jid].spec.largest_feasible(n)
         return target
 
     def _push_gain(self, view: ClusterView, heap: list[tuple[float, str]], st: JobStatus, n: int) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stint.policies.base import Policy
@@ -48,3 +49,80 @@ def make(name: str, **params: Any) -> Policy:
 def _load_builtin() -> None:
     # Importing stint.policies imports every policy module, each of which registers itself.
     import stint.policies  # noqa: F401
+
+
+class PolicyOptionError(ValueError):
+    """A ``--policy-opt KEY=VALUE`` the policy's factory does not take, or a value of the wrong
+    type; the message names the key and the valid ones."""
+
+
+def make_with_options(name: str, options: Sequence[str] = ()) -> Policy:
+    """Build ``name`` from ``KEY=VALUE`` strings (``--policy-opt``, the same in ``sim`` and
+    ``serve``), each converted to the type the factory's parameter declares. ``POLICY.KEY=VALUE``
+    applies to that policy only (for ``stint sim --policy a,b``)."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        make(name)  # raises UnknownPolicyError with the valid names
+    params = _parameters(_REGISTRY[name])
+    kwargs: dict[str, Any] = {}
+    for text in options:
+        key, sep, value = text.partition("=")
+        key = key.strip().replace("-", "_")
+        target, dot, rest = key.partition(".")
+        if dot:
+            if target.replace("_", "-") != name:
+                continue
+            key = rest
+        if not sep or not key:
+            raise PolicyOptionError(f"--policy-opt {text!r}: expected KEY=VALUE")
+        if key not in params:
+            valid = ", ".join(f"{k} ({t})" for k, t in params.items()) or "none"
+            raise PolicyOptionError(f"policy {name!r} has no option {key!r}; valid: {valid}")
+        kwargs[key] = _convert(name, key, params[key], value.strip())
+    try:
+        return make(name, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise PolicyOptionError(f"policy {name!r}: {exc}") from None
+
+
+def options_of(name: str) -> dict[str, str]:
+    """The options ``name`` takes from ``--policy-opt``, with their types."""
+    _load_builtin()
+    return _parameters(_REGISTRY[name])
+
+
+_SCALARS: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str}
+
+
+def _parameters(factory: PolicyFactory) -> dict[str, str]:
+    """Options settable from text: parameters annotated with a scalar, a bool, an optional
+    scalar or a tuple of floats (objects such as ``bounds`` or ``history`` are code-only)."""
+    out: dict[str, str] = {}
+    params = list(inspect.signature(factory).parameters.values())
+    if any(p.kind is p.VAR_KEYWORD for p in params) and isinstance(factory, type):
+        for base_cls in factory.__mro__[1:]:  # a subclass passing **kw on to its base
+            if "__init__" in vars(base_cls):
+                params += inspect.signature(vars(base_cls)["__init__"]).parameters.values()
+    for p in params:
+        ann = str(p.annotation).replace(" ", "")
+        base = ann.removesuffix("|None")
+        if p.name not in out and (base in _SCALARS or base == "bool" or base == "tuple[float,...]"):
+            out[p.name] = ann
+    return out
+
+
+def _convert(name: str, key: str, ann: str, value: str) -> Any:
+    base = ann.removesuffix("|None")
+    try:
+        if base != ann and value.lower() == "none":
+            return None
+        if base == "bool":
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return value.lower() in ("true", "1", "yes")
+        if base == "tuple[float,...]":
+            return tuple(float(v) for v in value.split(",") if v.strip())
+        return _SCALARS[base](value)
+    except ValueError:
+        raise PolicyOptionError(f"policy {name!r} option {key!r}: {value!r} is not a {ann} "
+                                "(tuples: comma-separated)") from None

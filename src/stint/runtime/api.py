@@ -35,6 +35,7 @@ from stint.runtime.schemas import (
 from stint.runtime.states import HOLDING, TERMINAL, JobState
 from stint.runtime.store import Caller, NewJob, Store, load_alloc
 from stint.runtime.tables import Job
+from stint.runtime.view import worker_counts
 
 LOG_CHUNK = 256 * 1024
 
@@ -140,12 +141,20 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         store.request(job_id, who, "preempt", "", settings.clock(), preempt_requested=True)
         return out(own_job(job_id, who), who)
 
+    def pinnable(job_id: int, who: Caller) -> Job:
+        if not who.is_admin:
+            raise HTTPException(403, "only an admin may pin a job (resize or migrate); the "
+                                "policy decides for everyone else")
+        return live_job(job_id, who)
+
     @app.post("/v1/jobs/{job_id}/resize", status_code=202)
     def resize(job_id: JobId, body: ResizeIn, who: Who) -> JobOut:
-        job = live_job(job_id, who)
-        if not job.min_gpus <= body.workers <= job.max_gpus:
-            raise unprocessable("workers", f"job {job_id} runs {job.min_gpus}..{job.max_gpus} "
-                                f"workers (its min_gpus..max_gpus), not {body.workers}")
+        job = pinnable(job_id, who)
+        counts = worker_counts(job.gpus, job.min_gpus, job.max_gpus, job.logical_ranks)
+        if body.workers not in counts:
+            raise unprocessable("workers", f"job {job_id} runs on {list(counts)} workers (the "
+                                f"divisors of its {job.logical_ranks or job.max_gpus} logical "
+                                f"ranks within min_gpus..max_gpus), not {body.workers}")
         if job.pin_node is not None and body.workers > nodes.gpus().get(job.pin_node, 0):
             raise unprocessable("workers", f"job {job_id} is pinned to {job.pin_node}, which "
                                 f"has fewer than {body.workers} GPUs")
@@ -155,7 +164,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/jobs/{job_id}/migrate", status_code=202)
     def migrate(job_id: JobId, body: MigrateIn, who: Who) -> JobOut:
-        job = live_job(job_id, who)
+        job = pinnable(job_id, who)
         gpus = nodes.gpus()
         if body.node not in gpus:
             raise unprocessable("node", f"no node {body.node!r}; nodes are {sorted(gpus)}")
@@ -164,6 +173,12 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
             raise unprocessable("node", f"node {body.node} has {gpus[body.node]} GPUs; job "
                                 f"{job_id} needs {workers}")
         store.request(job_id, who, "migrate", body.node, settings.clock(), pin_node=body.node)
+        return out(own_job(job_id, who), who)
+
+    @app.post("/v1/jobs/{job_id}/unpin", status_code=202)
+    def unpin(job_id: JobId, who: Who) -> JobOut:
+        pinnable(job_id, who)
+        store.request(job_id, who, "unpin", "", settings.clock(), pin_workers=None, pin_node=None)
         return out(own_job(job_id, who), who)
 
     @app.get("/v1/nodes")
@@ -207,9 +222,18 @@ def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
     if hi > total:
         field = "max_gpus" if body.max_gpus is not None else "gpus"
         raise unprocessable(field, f"{field} ({hi}) is more than the cluster's {total} GPUs")
+    logical = body.logical_ranks or hi
+    if logical < hi:
+        raise unprocessable("logical_ranks", f"logical_ranks ({logical}) must be at least "
+                            f"max_gpus ({hi}): a worker hosts one or more logical ranks")
+    counts = worker_counts(gpus, lo, hi, body.logical_ranks)
+    if gpus not in counts:
+        raise unprocessable("gpus", f"gpus ({gpus}) must divide the job's {logical} logical ranks "
+                            f"(each worker hosts the same number); feasible: {list(counts)}")
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
-                  deadline_s=body.deadline_s)
+                  deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
+                  logical_ranks=body.logical_ranks)
 
 
 def _nodes(store: Store) -> list[NodeOut]:

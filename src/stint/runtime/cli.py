@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command()(preempt)
     app.command()(resize)
     app.command()(migrate)
+    app.command()(unpin)
     app.command()(nodes)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
@@ -41,6 +42,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     policy: Annotated[str, typer.Option(help="A registered policy (`stint policies`).")] = "fifo",
+    policy_opt: Annotated[list[str] | None, typer.Option(
+        help="A policy parameter, KEY=VALUE; repeatable (the same keys as `stint sim`).")] = None,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     nodes: Annotated[int, typer.Option("--nodes", help="Local executor: virtual nodes.")] = 2,
     gpus_per_node: Annotated[int, typer.Option(help="Local executor: slots per node.")] = 2,
@@ -54,13 +57,20 @@ def serve(
     """Run the control plane: HTTP API, store, reconcile loop and executor."""
     import logging
 
+    from stint.policies.registry import make_with_options
     from stint.runtime.client import default_data_dir
     from stint.runtime.serve import ServeOptions
     from stint.runtime.serve import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        make_with_options(policy, tuple(policy_opt or ()))
+    except ValueError as exc:  # an unknown policy or option: one line, exit status 2
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
-                     port=port, policy=policy, executor=executor, nodes=nodes,
+                     port=port, policy=policy, policy_options=tuple(policy_opt or ()),
+                     executor=executor, nodes=nodes,
                      gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
                      max_retries=max_retries, ray_address=ray_address))
 
@@ -74,12 +84,19 @@ def submit(
     tier: Annotated[str, typer.Option(help="premium, standard or basic.")] = "standard",
     priority: Annotated[float, typer.Option(help="Weight (utility) of the job.")] = 1.0,
     deadline: Annotated[float | None, typer.Option(help="Seconds after submission.")] = None,
+    est_s: Annotated[float | None, typer.Option(help="Expected run time (s) at --gpus workers, "
+                                                "for length-aware policies.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Training steps (the SDK reports its "
+                                              "step against them).")] = None,
+    logical_ranks: Annotated[int | None, typer.Option(help="The SDK's logical ranks (default "
+                                                      "--max-gpus); runs on their divisors.")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
     job = _call(server, data_dir, lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
-        priority=priority, deadline_s=deadline))
+        priority=priority, deadline_s=deadline, est_s=est_s, total_steps=steps,
+        logical_ranks=logical_ranks))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
 
 
@@ -145,7 +162,8 @@ def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> 
 
 
 def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
-    """Pin a job's worker count (within its min..max): checkpoint, restart with WORKERS."""
+    """Pin a job's worker count (one it can run on): checkpoint, restart with WORKERS (admin;
+    a queued job keeps the pin until the policy starts it)."""
     _act(job, "resize", {"workers": workers}, server, data_dir)
 
 
@@ -153,6 +171,11 @@ def migrate(job: int, to: Annotated[str, typer.Option("--to", help="Node name.")
             server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
     """Pin a job to a node: checkpoint, restart all its workers there."""
     _act(job, "migrate", {"node": to}, server, data_dir)
+
+
+def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+    """Drop an operator pin (resize/migrate): the policy decides the job's size and place again."""
+    _act(job, "unpin", None, server, data_dir)
 
 
 def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from stint.model.job import Tier
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job, Transition
+from stint.runtime.view import worker_counts
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
 Text = Annotated[str, Field(max_length=4096)]
@@ -36,6 +37,12 @@ class JobIn(BaseModel):
     tier: Tier = Tier.STANDARD
     priority: float = Field(default=1.0, ge=0.0, le=1e12, allow_inf_nan=False)
     deadline_s: float | None = Field(default=None, gt=0.0, le=1e12, allow_inf_nan=False)
+    # Declared lengths (optional): run time in seconds at ``gpus`` workers, and training steps
+    # (the SDK reports its step); length-aware policies (SRTF, OASiS) read them.
+    est_s: float | None = Field(default=None, gt=0.0, le=1e9, allow_inf_nan=False)
+    total_steps: int | None = Field(default=None, ge=1, le=MAX_ID)
+    # The SDK's logical ranks (default ``max_gpus``): the job runs on their divisors only.
+    logical_ranks: int | None = Field(default=None, ge=1, le=4096)
 
     @field_validator("command")
     @classmethod
@@ -106,6 +113,10 @@ class JobOut(BaseModel):
     pin_workers: int | None
     pin_node: str | None
     cancel_requested: bool
+    est_s: float | None
+    total_steps: int | None
+    worker_counts: list[int]  # the worker counts the job can run on
+    target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str]) -> JobOut:
@@ -119,7 +130,10 @@ class JobOut(BaseModel):
             finished_at=job.finished_at, failures=job.failures, preemptions=job.preemptions,
             exit_code=job.exit_code, attained_gpu_s=job.attained_gpu_s,
             pin_workers=job.pin_workers, pin_node=job.pin_node,
-            cancel_requested=job.cancel_requested,
+            cancel_requested=job.cancel_requested, est_s=job.est_s, total_steps=job.total_steps,
+            worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
+                                             job.logical_ranks)),
+            target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
         )
 
 

@@ -28,6 +28,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8765
     policy: str = "fifo"
+    policy_options: tuple[str, ...] = ()  # --policy-opt KEY=VALUE, as in ``stint sim``
     executor: str = "local"
     nodes: int = 2
     gpus_per_node: int = 2
@@ -146,10 +147,10 @@ def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
 def serve(opts: ServeOptions) -> None:
     import uvicorn
 
-    from stint.policies import make
+    from stint.policies.registry import make_with_options
     from stint.runtime.api import ApiSettings, create_app
 
-    policy = make(opts.policy)  # fail before touching anything if the name is wrong
+    policy = make_with_options(opts.policy, opts.policy_options)  # fail before touching anything
     store = open_store(opts)
     if store.ensure_admin_token(opts.data_dir / "admin.token", time.time()):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")

@@ -16,6 +16,9 @@ def register(app: typer.Typer) -> None:
 def sim(
     trace: Annotated[str, typer.Option(help="'philly', 'pollux:N' (N=1..8) or a CSV path.")] = "philly",
     policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,srtf,drf,tiresias",
+    policy_opt: Annotated[list[str] | None, typer.Option(
+        help="A policy parameter, KEY=VALUE (POLICY.KEY=VALUE for one of several); repeatable. "
+        "`stint policies` lists each policy's keys.")] = None,
     gpus: Annotated[int | None, typer.Option(help="Cluster size in GPUs, as nodes of 8 GPUs.")] = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node.")] = None,
@@ -63,6 +66,7 @@ def sim(
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
+        policy_options=tuple(policy_opt or ()),
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         seed=seed,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stint.model.cluster import Cluster
-from stint.policies.registry import make
+from stint.policies.registry import make_with_options
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
@@ -28,6 +28,7 @@ from stint.sim.traces import Filters, Trace, load
 class SimConfig:
     trace: str = "philly"
     policies: tuple[str, ...] = ("fifo", "srtf", "drf", "tiresias")
+    policy_options: tuple[str, ...] = ()  # --policy-opt KEY=VALUE (or POLICY.KEY=VALUE)
     nodes: int | None = None
     gpus_per_node: int | None = None
     seed: int = 0
@@ -56,7 +57,7 @@ Progress = Callable[[str, int, int], None]
 def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cluster, dict[str, RunResult]]:
     """Load the trace once and run each policy on it in turn."""
     for name in cfg.policies:
-        make(name)  # fail fast on unknown names, before any long run
+        make_with_options(name, cfg.policy_options)  # fail fast on bad names and options
     trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
@@ -65,7 +66,8 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
         sim = Simulator(
-            cluster, trace.jobs, make(name), trace.perf, cfg.cost_model(trace),
+            cluster, trace.jobs, make_with_options(name, cfg.policy_options), trace.perf,
+            cfg.cost_model(trace),
             on_progress=cb, decision_period_s=cfg.decision_period_s,
         )
         results[name] = sim.run()
