@@ -114,6 +114,7 @@ class Controller:
         self._last_marker: tuple[int, int] = (-1, -1)
         self._last_plan_at = float("-inf")
         self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
+        self._pending: set[str] = set()  # ids changed since the policy's last call
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -129,8 +130,14 @@ class Controller:
             if quiet and not self._tick_due(now):
                 report.skipped = True
                 return report
-            changed = self.cache.refresh(r, now)
+            self._pending.update(str(i) for i in self.cache.refresh(r, now))
         jobs = self.cache.rows
+        # The policy is asked when something it did not cause happened (a submission or request,
+        # an attempt that ended by itself) or a tick is due -- the simulator's events. The exit of
+        # a checkpoint the controller asked for is not news: the plan already counted on it.
+        ask = (marker != self._last_marker or self._last_plan_at == float("-inf")
+               or any(not _expected(jobs.get(int(e.job_id)) if e.job_id.isdigit() else None, e)
+                      for e in exits) or self._tick_due(now))
         rec = _Recorder()
         effects: list[Effect] = []
         try:
@@ -142,7 +149,8 @@ class Controller:
             held = [held_slots(j) for j in special if j.state in HOLDING]
             self._apply_pins(rec, special, free, now, effects)
             self._targeted = []
-            self._apply_policy(rec, jobs, changed, now, effects, report)
+            if ask:
+                self._apply_policy(rec, jobs, now, effects, report)
             waiting = {j.id: j for j in (*special, *self._targeted)}
             self._launch_targets(rec, [waiting[i] for i in sorted(waiting)], free, held, now, effects)
             self._commit(rec)
@@ -150,7 +158,9 @@ class Controller:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
             raise
         self._unapplied = []
-        self._last_marker, self._last_plan_at = marker, now
+        self._last_marker = marker
+        if ask:
+            self._last_plan_at = now
         self._dirty = bool(rec.items or effects)
         self._enact(effects, now, report)
         return report
@@ -159,6 +169,7 @@ class Controller:
         """Write the columns the step changed (only those: the API may have set request columns
         meanwhile) and the transitions, in one transaction."""
         changed = self.cache.modified()
+        self._pending.update(str(j.id) for j in changed)
         if not changed and not rec.items:
             return
         with self.store.session() as w:
@@ -335,11 +346,12 @@ class Controller:
         return pack(count, avail, prefer=current.nodes)
 
     # -- 3. the policy ---------------------------------------------------------------------
-    def _apply_policy(self, s: Session, jobs: dict[int, Job], changed_ids: set[int], now: float,
+    def _apply_policy(self, s: Session, jobs: dict[int, Job], now: float,
                       effects: list[Effect], report: StepReport) -> None:
-        # ``changed`` is complete (new, reloaded and just-modified rows), so incremental policies
-        # may keep their index between calls of the same stream.
-        changed = {str(i) for i in changed_ids} | self.cache.touched()
+        # ``changed`` is complete (new, reloaded and modified rows since the last call), so
+        # incremental policies may keep their index between calls of the same stream.
+        changed = self._pending | self.cache.touched()
+        self._pending = set()
         t = now - self.epoch
         plain = self.cache.is_plain
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
@@ -547,6 +559,12 @@ def _policy_sees(job: Job) -> bool:
     if job.state in TERMINAL or job.cancel_requested:
         return False
     return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
+
+
+def _expected(job: Job | None, e: JobExit) -> bool:
+    """An exit the controller caused: a checkpoint (or kill) it asked for."""
+    return (job is not None and job.attempt == e.attempt and job.state == S.CHECKPOINTING
+            and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED))
 
 
 def _pinned(job: Job) -> bool:

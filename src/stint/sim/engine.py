@@ -82,6 +82,9 @@ class Simulator:
     # If set, the policy is called only every ``decision_period_s`` seconds (Pollux's simulator
     # re-plans every 60 s); arrivals and completions in between wait for the next period.
     decision_period_s: float | None = None
+    # Called with (time, action) for every action the engine carries out (the parity test
+    # compares them with the live controller's).
+    on_action: Callable[[float, Action], None] | None = None
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -280,6 +283,8 @@ class Simulator:
             self._changed[j] = None
 
     def _apply(self, action: Action, t: float) -> None:
+        if self.on_action is not None:
+            self.on_action(t, action)
         st = self._table[action.job_id]
         kind = action.kind
         self._settle(st, t)

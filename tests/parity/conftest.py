@@ -1,0 +1,57 @@
+"""Fixtures of the control-plane tests: the store on SQLite and on PostgreSQL (one schema per
+test, dropped afterwards), a controller stepped by hand over a real LocalExecutor."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stint.runtime.store import Store
+
+PG_BASE = os.environ.get("STINT_TEST_PG", "postgresql+psycopg://127.0.0.1:5432/test")
+
+
+def _pg_reachable() -> str | None:
+    import psycopg
+
+    try:
+        psycopg.connect(PG_BASE.replace("+psycopg", ""), connect_timeout=3).close()
+        return None
+    except (psycopg.Error, OSError) as exc:
+        return str(exc)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL for one test: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'stint.db'}"
+        return
+    problem = _pg_reachable()
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {PG_BASE} is unreachable in CI: {problem}")
+        pytest.skip(f"no PostgreSQL at {PG_BASE}: {problem}")
+    import psycopg
+
+    schema = f"stint_test_{uuid.uuid4().hex[:12]}"
+    plain = PG_BASE.replace("+psycopg", "")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{PG_BASE}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
