@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from parity_helpers import TraceJob, run_live, simulate  # type: ignore[import-not-found]
 
 from stint.policies import available
 from stint.runtime.store import Store
-
-from parity_helpers import TraceJob, run_live, simulate  # type: ignore[import-not-found]
 
 TRACE = [
     TraceJob(0.0, 100.0, 2, 2, 2),
