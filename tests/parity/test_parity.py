@@ -30,7 +30,7 @@ NODES, GPUS = 2, 2
 OPTIONS = {
     "oasis": ["slot_s=10", "horizon_slots=60"],
     "oasis-replan": ["slot_s=10", "horizon_slots=60"],
-    "rrh": ["slot_s=10"],
+    "rrh": ["slot_s=10", "threshold=0"],
     "tiresias": ["thresholds_gpu_s=60", "tick_s=10"],
     "optimus": ["tick_s=10"],
 }

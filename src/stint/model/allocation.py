@@ -53,10 +53,14 @@ class Plan:
     zero utility. Jobs neither allocated nor rejected stay queued (deferred).
     A planning policy (OASiS) that committed later allocations re-issues each slot's allocations
     in the plan of that slot's tick (``Policy.tick_s``): plans are only ever about *now*.
+    ``explain`` maps job ids to a short account of what the policy decided for them and why
+    (OASiS: the admission and the committed schedule); the live control plane stores the latest
+    one on the job and shows it (``stint show``). It changes nothing by itself.
     """
 
     allocations: dict[str, Allocation] = field(default_factory=dict)
     reject: dict[str, str] = field(default_factory=dict)
+    explain: dict[str, str] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return not (self.allocations or self.reject)

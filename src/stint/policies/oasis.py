@@ -167,7 +167,7 @@ class OASiS(PolicyBase):
             if st.job_id in self.committed:
                 # Alg. 2 sizes per slot one worker at a time: a job that runs only on some
                 # counts (an SDK job) gets the largest of them within its slot's allocation.
-                want = trim_to_feasible(st.spec, self.allocation_at(st.job_id, now_slot))
+                want = self.feasible_at(st.spec, now_slot)
                 if want != st.allocation:
                     plan.allocations[st.job_id] = want
         return plan
@@ -193,6 +193,7 @@ class OASiS(PolicyBase):
             return
         commit(job, sched, self.worker_prices, self.ps_prices)
         self.committed[spec.job_id] = (job, sched)
+        plan.explain[spec.job_id] = self.describe(spec.job_id, "re-admitted for the work left")
 
     def decide(self, spec: JobSpec, now_slot: int, plan: Plan) -> Schedule | None:
         """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``.
@@ -218,7 +219,20 @@ class OASiS(PolicyBase):
             return None
         commit(job, sched, self.worker_prices, self.ps_prices)
         self.committed[spec.job_id] = (job, sched)
+        plan.explain[spec.job_id] = self.describe(spec.job_id, "admitted")
         return sched
+
+    def describe(self, job_id: str, what: str) -> str:
+        """The committed schedule in words: payoff, slots and workers per slot."""
+        _, s = self.committed[job_id]
+        counts = [int(w.sum()) for w in s.workers]
+        runs = ", ".join(f"slot {s.start_slot + i}: {c}" for i, c in enumerate(counts) if c)
+        return (f"oasis: {what} (payoff μ = {s.payoff:.4g}); slots {s.start_slot}-{s.last_slot} "
+                f"of {self.slot_s:g} s, workers per slot: {runs}")
+
+    def feasible_at(self, spec: JobSpec, slot: int) -> Allocation:
+        """``allocation_at``, trimmed to a worker count the job can run on."""
+        return trim_to_feasible(spec, self.allocation_at(spec.job_id, slot))
 
     def allocation_at(self, job_id: str, slot: int) -> Allocation:
         """The committed allocation of ``job_id`` in ``slot`` (EMPTY outside its schedule)."""

@@ -74,7 +74,7 @@ class OASiSReplan(OASiS):
         commit(new_job, new, self.worker_prices, self.ps_prices)
         self.committed[st.job_id] = (new_job, new)
         self.replans += 1
-        want = self.allocation_at(st.job_id, now)
+        want = self.feasible_at(st.spec, now)
         if want != st.allocation:
             plan.allocations[st.job_id] = want
         else:

@@ -123,7 +123,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
         return
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
-                "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node"):
+                "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
+                "worker_counts", "target", "decision"):
         typer.echo(f"{key:>15}: {row[key]}")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [

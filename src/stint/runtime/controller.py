@@ -377,6 +377,9 @@ class Controller:
             self._refuse(report, Action(ActionKind.MIGRATE, j, known[j].allocation,
                                         plan.allocations[j]),
                          Refusal(j, -1, "workers", 0.0, "pinned by an operator (stint unpin)"))
+        for j, text in plan.explain.items():
+            if j in known and jobs[int(j)].decision != text:
+                jobs[int(j)].decision = text
         plan = Plan({j: a for j, a in plan.allocations.items() if j in known and j not in pinned},
                     {j: r for j, r in plan.reject.items() if j in known})
         named = [*plan.allocations, *plan.reject]

@@ -117,6 +117,7 @@ class JobOut(BaseModel):
     total_steps: int | None
     worker_counts: list[int]  # the worker counts the job can run on
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
+    decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str]) -> JobOut:
@@ -134,6 +135,7 @@ class JobOut(BaseModel):
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
             target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
+            decision=job.decision,
         )
 
 

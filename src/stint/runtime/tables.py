@@ -89,6 +89,7 @@ class Job(Base):
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     logical_ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
     work_done: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    decision: Mapped[str | None] = mapped_column(Text, nullable=True)  # the policy's ``explain``
 
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)

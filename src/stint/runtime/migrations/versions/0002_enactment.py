@@ -24,10 +24,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("total_steps", sa.Integer, nullable=True))
         batch.add_column(sa.Column("logical_ranks", sa.Integer, nullable=True))
         batch.add_column(sa.Column("work_done", sa.Float, nullable=False, server_default="0"))
+        batch.add_column(sa.Column("decision", sa.Text, nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        for name in ("work_done", "logical_ranks", "total_steps", "est_s"):
+        for name in ("decision", "work_done", "logical_ranks", "total_steps", "est_s"):
             batch.drop_column(name)
     op.drop_table("meta")
