@@ -93,8 +93,8 @@ class JobCache:
         r.expunge_all()  # decide on detached rows: nothing is written until the step commits
         for jid in changed:
             self.statuses.pop(str(jid), None)
-            job = self.rows.get(jid)
-            if job is not None and _plain(job):
+            row = self.rows.get(jid)
+            if row is not None and _plain(row):
                 self._plain.add(jid)
             else:
                 self._plain.discard(jid)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import httpx
 
@@ -57,28 +57,32 @@ class Client:
             raise ApiError(0, f"cannot reach {self.http.base_url}: {exc}") from None
         if r.status_code >= 400:
             raise ApiError(r.status_code, _detail(r))
-        return r.json()
+        return r.json()  # the API's JSON: a dict or a list of dicts, by route
 
     def submit(self, **spec: Any) -> dict[str, Any]:
-        return self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None})
+        out = self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None})
+        return cast("dict[str, Any]", out)
 
     def jobs(self, states: list[str] | None = None) -> list[dict[str, Any]]:
-        return self.call("GET", "/v1/jobs", params={"state": states or [], "limit": 10_000})
+        out = self.call("GET", "/v1/jobs", params={"state": states or [], "limit": 10_000})
+        return cast("list[dict[str, Any]]", out)
 
     def show(self, job: int) -> dict[str, Any]:
-        return self.call("GET", f"/v1/jobs/{job}")
+        return cast("dict[str, Any]", self.call("GET", f"/v1/jobs/{job}"))
 
     def logs(self, job: int, offset: int = 0) -> dict[str, Any]:
-        return self.call("GET", f"/v1/jobs/{job}/logs", params={"offset": offset})
+        out = self.call("GET", f"/v1/jobs/{job}/logs", params={"offset": offset})
+        return cast("dict[str, Any]", out)
 
     def act(self, job: int, verb: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.call("POST", f"/v1/jobs/{job}/{verb}", json=body)
+        return cast("dict[str, Any]", self.call("POST", f"/v1/jobs/{job}/{verb}", json=body))
 
     def nodes(self) -> list[dict[str, Any]]:
-        return self.call("GET", "/v1/nodes")
+        return cast("list[dict[str, Any]]", self.call("GET", "/v1/nodes"))
 
     def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
-        return self.call("POST", "/v1/tokens", json={"user": user, "admin": admin})
+        out = self.call("POST", "/v1/tokens", json={"user": user, "admin": admin})
+        return cast("dict[str, Any]", out)
 
 
 def _detail(r: httpx.Response) -> str:

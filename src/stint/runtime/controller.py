@@ -40,7 +40,7 @@ from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.cache import JobCache
 from stint.runtime.executor.base import Executor, ExecutorError, JobExit, Outcome, WorkerLaunch
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
-from stint.runtime.store import Store, dump_alloc, load_alloc, record_transition
+from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Job
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
 
@@ -203,15 +203,15 @@ class Controller:
             for job in list(jobs.values()):
                 self._recover_job(s, jobs, job, alive, now, effects)
             for jid, attempt in alive.items():
-                job = jobs.get(int(jid)) if jid.isdigit() else None
-                if job is None or job.attempt != attempt or job.state not in HOLDING:
+                row = jobs.get(int(jid)) if jid.isdigit() else None
+                if row is None or row.attempt != attempt or row.state not in HOLDING:
                     self.executor.kill(jid)  # an orphan: its job ended or moved on
         self._unapplied = []
         self.cache.invalidate()
         self._dirty = True
         self._enact(effects, now, StepReport())
 
-    def _recover_job(self, s: Session, jobs: dict[int, Job], job: Job, alive: dict[str, int],
+    def _recover_job(self, s: Writes, jobs: dict[int, Job], job: Job, alive: dict[str, int],
                      now: float, effects: list[Effect]) -> None:
         jid = str(job.id)
         if job.state in HOLDING:
@@ -238,7 +238,7 @@ class Controller:
             record_transition(s, job, S.PREEMPTED, now, "relaunch not carried out before a restart")
 
     # -- 1. outcomes -----------------------------------------------------------------------
-    def _apply_exit(self, s: Session, jobs: dict[int, Job], e: JobExit, now: float) -> None:
+    def _apply_exit(self, s: Writes, jobs: dict[int, Job], e: JobExit, now: float) -> None:
         job = jobs.get(int(e.job_id)) if e.job_id.isdigit() else None
         if job is None or job.attempt != e.attempt or job.state not in HOLDING:
             return  # stale: an attempt the store has already moved past
@@ -262,7 +262,7 @@ class Controller:
         else:
             self._worker_failed(s, job, f"{e.reason} [exit codes {codes}]", now, common)
 
-    def _worker_failed(self, s: Session, job: Job, why: str, now: float, common: dict[str, Any]) -> None:
+    def _worker_failed(self, s: Writes, job: Job, why: str, now: float, common: dict[str, Any]) -> None:
         failures = job.failures + 1
         if failures > self.config.max_retries:
             record_transition(s, job, S.FAILED, now, f"{why}; gave up after {failures - 1} "
@@ -285,7 +285,7 @@ class Controller:
         job.slots = "{}"
 
     # -- 2. operator requests --------------------------------------------------------------
-    def _apply_requests(self, s: Session, jobs: list[Job], now: float,
+    def _apply_requests(self, s: Writes, jobs: list[Job], now: float,
                         effects: list[Effect]) -> None:
         for job in jobs:
             if job.cancel_requested and job.stop_purpose != "cancel":
@@ -299,7 +299,7 @@ class Controller:
                 if job.state in (S.RUNNING, S.STARTING):
                     self._stop(s, job, "preempt", now, effects, reason="preempt requested by operator")
 
-    def _stop(self, s: Session, job: Job, purpose: str, now: float, effects: list[Effect],
+    def _stop(self, s: Writes, job: Job, purpose: str, now: float, effects: list[Effect],
               reason: str, target: Allocation | None = None) -> None:
         """Ask a job holding GPUs to checkpoint and stop (a cancel kills it instead)."""
         cols = {"stop_purpose": purpose, "stop_deadline": now + self.config.grace_s,
@@ -312,7 +312,7 @@ class Controller:
         effects.append(Stop(job.id, kill=purpose == "cancel"))
 
     # -- 2b. operator pins -----------------------------------------------------------------
-    def _apply_pins(self, s: Session, jobs: list[Job], free: list[int], now: float,
+    def _apply_pins(self, s: Writes, jobs: list[Job], free: list[int], now: float,
                     effects: list[Effect]) -> None:
         """A pin (an admin's resize/migrate) moves a *running* job; a queued or paused job's pin
         waits until the policy admits it (the policy keeps admission)."""
@@ -320,7 +320,7 @@ class Controller:
             if _pinned(job) and job.state == S.RUNNING and not job.stop_purpose:
                 self._enact_pin(s, job, free, now, effects)
 
-    def _enact_pin(self, s: Session, job: Job, free: list[int], now: float,
+    def _enact_pin(self, s: Writes, job: Job, free: list[int], now: float,
                    effects: list[Effect]) -> None:
         current = load_alloc(job.allocation)
         avail = list(free)
@@ -346,7 +346,7 @@ class Controller:
         return pack(count, avail, prefer=current.nodes)
 
     # -- 3. the policy ---------------------------------------------------------------------
-    def _apply_policy(self, s: Session, jobs: dict[int, Job], now: float,
+    def _apply_policy(self, s: Writes, jobs: dict[int, Job], now: float,
                       effects: list[Effect], report: StepReport) -> None:
         # ``changed`` is complete (new, reloaded and modified rows since the last call), so
         # incremental policies may keep their index between calls of the same stream.
@@ -407,7 +407,7 @@ class Controller:
         report.refusals.append(text)
         self.refused += 1
 
-    def _apply_action(self, s: Session, job: Job, a: Action, now: float,
+    def _apply_action(self, s: Writes, job: Job, a: Action, now: float,
                       effects: list[Effect]) -> None:
         """Turn one accepted action into intents (see the module docstring, step 4)."""
         reason = f"policy {self.policy.name}: {a.kind}" + (f" ({a.reason})" if a.reason else "")
@@ -437,7 +437,7 @@ class Controller:
             self._targeted.append(job)
 
     # -- 4. launching what has a target ----------------------------------------------------
-    def _launch_targets(self, s: Session, jobs: list[Job], free: list[int],
+    def _launch_targets(self, s: Writes, jobs: list[Job], free: list[int],
                         held: list[dict[int, list[int]]], now: float,
                         effects: list[Effect]) -> None:
         """Launch every job that waits with a target, once its GPUs are physically free (the
@@ -451,7 +451,7 @@ class Controller:
                     self._launch(s, job, target, free, held, now, effects, why)
 
     # -- 5. intents ------------------------------------------------------------------------
-    def _launch(self, s: Session, job: Job, alloc: Allocation, free: list[int],
+    def _launch(self, s: Writes, job: Job, alloc: Allocation, free: list[int],
                 held: list[dict[int, list[int]]], now: float, effects: list[Effect],
                 reason: str) -> None:
         """Write the intent to run ``job`` on ``alloc`` as a new attempt (via the lifecycle's
@@ -460,7 +460,8 @@ class Controller:
             record_transition(s, job, S.ADMITTED, now, reason)
         elif job.state == S.PREEMPTED:
             kind = classify(load_alloc(job.allocation), alloc, True)
-            via = {ActionKind.RESIZE: S.RESIZING, ActionKind.MIGRATE: S.MIGRATING}.get(kind, S.RESUMED)
+            via = {ActionKind.RESIZE: S.RESIZING, ActionKind.MIGRATE: S.MIGRATING}.get(
+                kind or ActionKind.RESUME, S.RESUMED)
             record_transition(s, job, via, now, reason)
         slots = assign_slots(alloc, self.capacity, held)
         held.append(slots)

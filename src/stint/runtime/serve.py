@@ -54,7 +54,7 @@ def make_executor(opts: ServeOptions) -> Executor:
     if opts.executor == "ray":
         from stint.runtime.executor import ray as ray_executor
 
-        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)  # type: ignore[no-any-return]
+        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)
     raise ValueError(f"unknown executor {opts.executor!r}; valid: local, ray")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -308,10 +308,16 @@ class Store:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
 
 
+class Writes(Protocol):
+    """Where transition rows go: a session, or the controller's step recorder."""
+
+    def add(self, instance: object) -> None: ...
+
+
 def record_transition(
-    s: Session, job: Job, dst: JobState, now: float, reason: str, **columns: Any
+    s: Writes, job: Job, dst: JobState, now: float, reason: str, **columns: Any
 ) -> None:
-    """Move ``job`` to ``dst`` inside session ``s``: check the edge, set the columns, log it."""
+    """Move ``job`` to ``dst`` inside ``s`` (a session): check the edge, set the columns, log it."""
     src = JobState(job.state)
     check_transition(str(job.id), src, dst)
     for key, value in columns.items():
