@@ -27,7 +27,7 @@ from stint.runtime.executor.base import JobExit, NodeInfo, Outcome, WorkerLaunch
 from stint.runtime.store import Caller, NewJob, Store
 from stint.runtime.view import LIVE_DEFAULT_WORK_S, worker_counts
 from stint.sim.costs import CostModel
-from stint.sim.engine import Simulator
+from stint.sim.engine import NodeFailure, Simulator
 
 PERF = ScalingModel()
 USER = "alice"
@@ -60,16 +60,19 @@ def specs_of(trace: Sequence[TraceJob]) -> list[JobSpec]:
 
 
 def simulate(trace: Sequence[TraceJob], policy: str, options: Sequence[str],
-             nodes: int, gpus: int) -> list[Event]:
+             nodes: int, gpus: int, failures: Sequence[NodeFailure] = ()
+             ) -> tuple[list[Event], list[str]]:
+    """The trace through the simulator; (the actions, how each job ended, in job order)."""
     events: list[Event] = []
 
     def record(t: float, a: Action) -> None:
         events.append((round(t, 6), str(a.kind), a.job_id, a.after.workers))
 
     cluster = Cluster(tuple(_node_list(nodes, gpus)))
-    Simulator(cluster, specs_of(trace), make_with_options(policy, options), PERF,
-              CostModel.free(), on_action=record).run()
-    return sorted(events)
+    res = Simulator(cluster, specs_of(trace), make_with_options(policy, options), PERF,
+                    CostModel.free(), failures=failures, on_action=record).run()
+    ended = {r.job_id: "rejected" if r.rejected else "succeeded" for r in res.records}
+    return sorted(events), [ended[str(i + 1)] for i in range(len(trace))]
 
 
 def _node_list(nodes: int, gpus: int) -> list[Any]:
@@ -93,6 +96,7 @@ class ClockedExecutor:
 
     node_slots: list[int]
     specs: Mapping[str, JobSpec]
+    failures: Sequence[NodeFailure] = ()
     now: float = 0.0
     done: dict[str, float] = field(default_factory=dict)  # job -> work done by ended attempts
     live: dict[str, _Attempt] = field(default_factory=dict)
@@ -118,6 +122,10 @@ class ClockedExecutor:
         if job_id in self.live:
             self.live[job_id].stop = Outcome.STOPPED
 
+    def down_nodes(self) -> frozenset[str]:
+        return frozenset(f"node-{f.node}" for f in self.failures
+                         if f.down_s <= self.now < f.up_s)
+
     def _rate(self, a: _Attempt) -> float:
         return PERF.rate(self.specs[a.job_id], a.workers)
 
@@ -128,10 +136,15 @@ class ClockedExecutor:
 
     def next_event(self) -> float:
         times = [self.now if a.stop else self.finish_time(a) for a in self.live.values()]
+        times += [t for f in self.failures for t in (f.down_s, f.up_s) if t > self.now]
         return min(times, default=math.inf)
 
     def poll(self) -> list[JobExit]:
         out = []
+        down = {int(n.removeprefix("node-")) for n in self.down_nodes()}
+        for a in self.live.values():  # a node that fails stops its attempts (no checkpoint)
+            if a.stop is None and down & set(a.workers.nodes):
+                a.stop = Outcome.STOPPED
         for jid, a in list(self.live.items()):
             finish = self.finish_time(a)
             if a.stop is None and finish > self.now + 1e-9:
@@ -159,11 +172,12 @@ class ClockedExecutor:
 
 
 def run_live(trace: Sequence[TraceJob], policy: str, options: Sequence[str], nodes: int,
-             gpus: int, store: Store, jobs_dir: Path) -> tuple[list[Event], list[str]]:
+             gpus: int, store: Store, jobs_dir: Path, failures: Sequence[NodeFailure] = ()
+             ) -> tuple[list[Event], list[str]]:
     """The trace through the real controller; (the actions, the states the jobs ended in)."""
     store.epoch(0.0)  # the store's clock starts at the trace's 0, as the simulator's does
     specs = {s.job_id: s for s in specs_of(trace)}
-    ex = ClockedExecutor([gpus] * nodes, specs)
+    ex = ClockedExecutor([gpus] * nodes, specs, failures)
     ctl = Controller(store, ex, make_with_options(policy, options), ControllerConfig(jobs_dir))
     alice = _user(store)
     pending = sorted(enumerate(trace), key=lambda p: p[1].arrival_s)

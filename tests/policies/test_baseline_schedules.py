@@ -133,3 +133,26 @@ def test_node_failure_preempts_and_the_job_resumes_elsewhere():
     r = run(make("fifo"), [job("A", 0, 2, 100)], Cluster.uniform(2, 2), CostModel(resume_s=30.0),
             [NodeFailure(0, 10.0, 50.0)])
     assert r["A"].jct_s == pytest.approx(130.0)
+
+
+def test_tiresias_keeps_queue_history_across_an_index_rebuild_but_not_a_new_history():
+    """``ClusterView.stream`` changing means "rebuild your index"; only ``history`` changing
+    means the jobs' past is another one (the live cache resyncs; a new run starts)."""
+    from stint.model import Allocation
+    from stint.policies.base import ClusterView, JobStatus, Phase
+
+    pol = make("tiresias", thresholds_gpu_s=(10.0,))
+    a = JobStatus(job("A", 0, 1, 100), Phase.RUNNING, Allocation.of({0: 1}), attained_gpu_s=2.0,
+                  first_start_s=0.0)
+
+    def view(now, stream, history):
+        return ClusterView(now, Cluster.uniform(1, 4), [a], [3], ScalingModel(), ("A",),
+                           by_id={"A": a}, stream=stream, history=history)
+
+    pol.plan(view(5.0, 1, 7))
+    assert pol._entered["A"] == (0, 0.0)  # Q0 since its arrival
+    a.attained_gpu_s = 20.0
+    pol.plan(view(30.0, 2, 7))  # the index is rebuilt, the history kept: demoted to Q1 at 30
+    assert pol._entered["A"] == (1, 30.0)
+    pol.plan(view(30.0, 2, 8))  # another history: A is filed as if seen for the first time
+    assert pol._entered["A"] == (1, 0.0)

@@ -195,3 +195,25 @@ def test_a_job_without_the_sdk_restarts_from_scratch_when_preempted(
     (out / "release").touch()
     job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
     assert job.failures == 0 and job.preemptions == 1  # not the job's fault: no retry used
+
+
+def test_a_resync_reports_exactly_the_rows_that_changed(h: Harness) -> None:
+    """The cache's periodic full reload keeps ``changed`` exact and the stream (the policy's
+    index) valid; only an invalidation (a failed step, a restart) bumps the stream."""
+    from stint.runtime.cache import JobCache
+
+    a, b = h.submit(["true"]), h.submit(["true"])
+    cache = JobCache(0.0, h.ctl.perf, resync_s=10.0)
+    with h.store.read() as r:
+        assert cache.refresh(r, 0.0) == {a, b}
+    stream = cache.stream
+    with h.store.read() as r:
+        assert cache.refresh(r, 20.0) == set()  # a full reload, nothing changed
+    h.store.request(b, h.caller, "cancel", "", 21.0, cancel_requested=True)
+    with h.store.read() as r:
+        assert cache.refresh(r, 40.0) == {b}  # the request, found by the next full reload too
+    assert cache.stream == stream
+    cache.invalidate()
+    with h.store.read() as r:
+        assert cache.refresh(r, 41.0) == {a, b}
+    assert cache.stream == stream + 1

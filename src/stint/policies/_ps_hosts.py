@@ -25,10 +25,14 @@ def demand(spec: JobSpec, ps: bool = False) -> np.ndarray:
 
 
 class FreeCapacity:
-    """Free resources per node after the allocations of ``held`` jobs, with round-robin pointers."""
+    """Free resources per node after the allocations of ``held`` jobs (nodes ``down`` offer
+    none), with round-robin pointers."""
 
-    def __init__(self, cluster: Cluster, held: Iterable[JobStatus] = ()) -> None:
+    def __init__(self, cluster: Cluster, held: Iterable[JobStatus] = (),
+                 down: Iterable[int] = ()) -> None:
         self.free = np.array([n.capacity.as_tuple() for n in cluster.nodes], dtype=np.float64)
+        for node in down:  # a node that is down has nothing to offer
+            self.free[node] = 0.0
         self.hosts = {False: [i for i, n in enumerate(cluster.nodes) if n.role != "ps"],
                       True: [i for i, n in enumerate(cluster.nodes) if n.role == "ps"]}
         self.next = {False: 0, True: 0}

@@ -122,6 +122,7 @@ class ClusterView:
     stream: int | None = None
     free_resources: Sequence[Sequence[float]] | None = None
     history: int | None = None
+    down_nodes: frozenset[int] = frozenset()  # nodes that are down now (nothing may go there)
 
 
 class Policy(Protocol):

@@ -67,7 +67,7 @@ class Dorm(PolicyBase):
         if not view.changed or not jobs:
             return plan
         counts = self.solve_counts(view, jobs)
-        free = FreeCapacity(view.cluster)
+        free = FreeCapacity(view.cluster, down=view.down_nodes)
         allocs: dict[str, Allocation] = {}
         for st, y in zip(jobs, counts):  # unchanged, running jobs keep their nodes
             if st.allocation and st.allocation.num_workers == y:
@@ -105,7 +105,7 @@ class Dorm(PolicyBase):
 
     def solve_counts(self, view: ClusterView, jobs: list[JobStatus]) -> np.ndarray:
         """Worker counts Y_i from the MILP (with the relaxations above if infeasible)."""
-        free = FreeCapacity(view.cluster)
+        free = FreeCapacity(view.cluster, down=view.down_nodes)
         cw, cp = free.totals(False), free.totals(True)
         fair = drf_fill([st.spec for st in jobs], free)
         # Integer Y_i >= (1 - θ) Y_i^DRF; the epsilon keeps θ = 0.1 on 10 workers at 9.

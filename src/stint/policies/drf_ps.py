@@ -24,7 +24,7 @@ class DrfPS(PolicyBase):
         plan = Plan()
         if not view.changed:
             return plan
-        allocs = drf_fill([st.spec for st in view.jobs], FreeCapacity(view.cluster))
+        allocs = drf_fill([st.spec for st in view.jobs], FreeCapacity(view.cluster, down=view.down_nodes))
         for st in view.jobs:
             alloc = trim_to_feasible(st.spec, allocs[st.job_id])
             if alloc != st.allocation:

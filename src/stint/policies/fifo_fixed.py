@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stint.model.allocation import Plan
 from stint.policies._ps_hosts import FreeCapacity, fits_empty
-from stint.policies.base import ClusterView, Phase, PolicyBase
+from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.registry import register
 
 
@@ -20,10 +20,10 @@ class FifoFixed(PolicyBase):
     tick_s: float | None = None
 
     def plan(self, view: ClusterView) -> Plan:
-        free = FreeCapacity(view.cluster, view.jobs)
+        free = FreeCapacity(view.cluster, view.jobs, view.down_nodes)
         plan = Plan()
         for st in view.jobs:
-            if st.phase != Phase.QUEUED or st.allocation:
+            if st.allocation:  # waiting: queued, or paused (a node it ran on failed)
                 continue
             alloc = free.place(st.spec, st.spec.requested_workers)
             if alloc is None:

@@ -53,7 +53,7 @@ class RRH(PolicyBase):
         live = [st for st in view.jobs if st.job_id in self.admitted]
         ranked = sorted(live, key=lambda st: -self._reward_rate(st, view.now))
         worth = self._worth_continuing(live, view.now, capacity)
-        free = FreeCapacity(view.cluster)
+        free = FreeCapacity(view.cluster, down=view.down_nodes)
         for st in ranked:
             keep = worth[st.job_id] and self._fits(free, st)
             want = st.allocation if keep and st.allocation else (
@@ -109,7 +109,7 @@ class RRH(PolicyBase):
     def _worker_capacity(view: ClusterView) -> float:
         """Mean number of workers the worker hosts could run at once, over the active jobs."""
         specs = [st.spec for st in view.jobs] or [JobSpec("probe", 0.0, 1.0)]
-        free = FreeCapacity(view.cluster)
+        free = FreeCapacity(view.cluster, down=view.down_nodes)
         counts = []
         for s in specs[:20]:
             per_node = [s.worker_demand.max_copies_in(view.cluster.nodes[n].capacity)

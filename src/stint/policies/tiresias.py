@@ -66,6 +66,7 @@ class Tiresias(PolicyBase):
         self._base: dict[str, float] = {}  # attained service at the last promotion
         self._timers: list[tuple[float, str]] = []  # (when a demotion/promotion may be due, job)
         self._index = OrderIndex(self._key)
+        self._history: int | None = None  # ``ClusterView.history`` of the jobs remembered
 
     def queue_of(self, st: JobStatus, now: float) -> int:
         """Rule 2: the first queue whose threshold the attained service has not reached."""
@@ -99,9 +100,10 @@ class Tiresias(PolicyBase):
     def plan(self, view: ClusterView) -> Plan:
         if self._index.needs_rebuild(view):
             self._timers.clear()
-            if view.stream is not None:  # a new run: forget the previous one's queue history
-                self._entered.clear()
-                self._base.clear()
+        if view.history != self._history:  # another run's jobs: forget their queue history
+            self._history = view.history
+            self._entered.clear()
+            self._base.clear()
         self._index.sync(view)
         self._fire_timers(view)
         plan = fill(

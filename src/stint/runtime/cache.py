@@ -4,8 +4,11 @@ The controller is the only writer of lifecycle columns, so between steps a row c
 its back only by an operator request (which also writes an ``overrides`` row) -- or be new. Each
 step therefore loads only new jobs, jobs with new requests, and the jobs the previous step
 changed, and rebuilds only their ``JobStatus``: a step over 10,000 queued jobs costs O(changes).
-Every ``resync_s`` (and after a restart) it reloads everything, which also catches a PostgreSQL
-insert that committed after one with a larger id.
+Every ``resync_s`` it reloads everything, which also catches a PostgreSQL insert that committed
+after one with a larger id; the rows it reports changed are then exactly those whose columns
+differ from the cached ones (or that are new or gone), so ``changed`` stays complete and exact and
+the policy's index stays valid (``stream`` is bumped only by ``invalidate``, after a failed step
+or a restart, when cached rows cannot be trusted).
 """
 
 from __future__ import annotations
@@ -46,10 +49,13 @@ class JobCache:
         self._synced_at = float("-inf")
         self._stale: set[int] = set()
         self._plain: set[int] = set()  # queued or preempted, no request, pin or target
+        self._trusted = False  # the cached rows match the store (a resync may diff against them)
 
     def invalidate(self) -> None:
-        """Reload everything at the next refresh (after a restart or a failed step)."""
+        """Reload everything at the next refresh (after a restart or a failed step), and tell
+        the policy its index is stale (a new ``stream``)."""
         self._synced_at = float("-inf")
+        self._trusted = False
 
     def marker(self, r: Session) -> tuple[int, int]:
         """Changes when a job is submitted or an operator request is recorded."""
@@ -61,13 +67,18 @@ class JobCache:
         marker = self.marker(r)
         self.users = {uid: name for uid, name in r.execute(select(User.id, User.name))}
         if now - self._synced_at >= self.resync_s:
-            changed = set(self.rows)
             q = select(Job).where(Job.state.not_in(_TERMINAL)).order_by(Job.id)
-            self.rows = {j.id: j for j in r.scalars(q)}
-            self.statuses.clear()
-            self.stream += 1
+            old, self.rows = self.rows, {j.id: j for j in r.scalars(q)}
+            if self._trusted:
+                changed = {i for i in old.keys() | self.rows.keys()
+                           if i not in old or i not in self.rows
+                           or _columns(old[i]) != _columns(self.rows[i])}
+            else:
+                changed = old.keys() | self.rows.keys()
+                self.statuses.clear()
+                self.stream += 1
+            self._trusted = True
             self._synced_at = now
-            changed |= set(self.rows)
         else:
             requested = set(r.scalars(select(Override.job_id).where(Override.id > self._max_override)))
             reload = self._stale | requested
@@ -156,3 +167,11 @@ def _plain(job: Job) -> bool:
 def _chunks(ids: list[int]) -> Iterable[list[int]]:
     for i in range(0, len(ids), _CHUNK):
         yield ids[i : i + _CHUNK]
+
+
+_COLUMNS = tuple(c.key for c in Job.__table__.columns)
+
+
+def _columns(job: Job) -> tuple[object, ...]:
+    d = job.__dict__
+    return tuple(d.get(c) for c in _COLUMNS)

@@ -115,6 +115,7 @@ class Controller:
         self._last_plan_at = float("-inf")
         self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
         self._pending: set[str] = set()  # ids changed since the policy's last call
+        self._down: frozenset[int] = frozenset()  # nodes down at the last step
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -126,7 +127,9 @@ class Controller:
         report.exits = len(exits)
         with self.store.read() as r:
             marker = self.cache.marker(r)
-            quiet = not exits and not self._dirty and marker == self._last_marker
+            down = self._nodes_down()
+            quiet = (not exits and not self._dirty and marker == self._last_marker
+                     and down == self._down)
             if quiet and not self._tick_due(now):
                 report.skipped = True
                 return report
@@ -136,6 +139,7 @@ class Controller:
         # an attempt that ended by itself) or a tick is due -- the simulator's events. The exit of
         # a checkpoint the controller asked for is not news: the plan already counted on it.
         ask = (marker != self._last_marker or self._last_plan_at == float("-inf")
+               or down != self._down
                or any(not _expected(jobs.get(int(e.job_id)) if e.job_id.isdigit() else None, e)
                       for e in exits) or self._tick_due(now))
         rec = _Recorder()
@@ -146,6 +150,8 @@ class Controller:
             special = self.cache.special()  # the policy alone looks at plain queued jobs
             self._apply_requests(rec, special, now, effects)
             free = self._free(special)
+            for node in down:  # nothing launches on a node that is down
+                free[node] = 0
             held = [held_slots(j) for j in special if j.state in HOLDING]
             self._apply_pins(rec, special, free, now, effects)
             self._targeted = []
@@ -158,7 +164,7 @@ class Controller:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
             raise
         self._unapplied = []
-        self._last_marker = marker
+        self._last_marker, self._down = marker, down
         if ask:
             self._last_plan_at = now
         self._dirty = bool(rec.items or effects)
@@ -364,7 +370,8 @@ class Controller:
         ledger = self._ledger(jobs)
         view = ClusterView(t, self.cluster, statuses, ledger.free_gpus, self.perf,
                            tuple(sorted(changed)), by_id=known, stream=self.cache.stream,
-                           free_resources=ledger.free, history=id(self))
+                           free_resources=ledger.free, history=id(self),
+                           down_nodes=frozenset(ledger.down))
         t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
         plan = self.policy.plan(view)
         report.plan_s = time.perf_counter() - t0
@@ -393,13 +400,20 @@ class Controller:
             report.actions.append(action)
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
-        """The capacity ledger as policies see it: every active job's logical allocation."""
+        """The capacity ledger as policies see it: every active job's logical allocation, and
+        the nodes that are down (nothing may be placed there)."""
         ledger = Ledger(self.cluster)
         for job in jobs.values():
             alloc = logical_allocation(job)
             if alloc:
                 ledger.take(self.cache.spec(job), alloc)
+        for node in self._nodes_down():
+            ledger.set_down(node, True)
         return ledger
+
+    def _nodes_down(self) -> frozenset[int]:
+        names = self.executor.down_nodes()
+        return frozenset(i for i, n in enumerate(self.cluster.nodes) if n.name in names)
 
     def _refuse(self, report: StepReport, action: Action, why: Refusal) -> None:
         text = f"policy {self.policy.name}: {action.kind} refused: {why}"

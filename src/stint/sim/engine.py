@@ -82,8 +82,9 @@ class Simulator:
     # If set, the policy is called only every ``decision_period_s`` seconds (Pollux's simulator
     # re-plans every 60 s); arrivals and completions in between wait for the next period.
     decision_period_s: float | None = None
-    # Called with (time, action) for every action the engine carries out (the parity test
-    # compares them with the live controller's).
+    # Called with (time, action) for every action of a plan the engine carries out (the parity
+    # test compares them with the live controller's); a node failure's preemptions are events,
+    # not actions, and are not reported.
     on_action: Callable[[float, Action], None] | None = None
 
     def __post_init__(self) -> None:
@@ -250,7 +251,9 @@ class Simulator:
             changed=list(self._changed),
             by_id=self._table,
             stream=self._stream,
+            history=self._stream,
             free_resources=self._ledger.free,
+            down_nodes=frozenset(self._ledger.down),
         )
         self._changed.clear()
         t0 = time.perf_counter()
@@ -282,9 +285,15 @@ class Simulator:
         for j in plan.allocations:
             self._changed[j] = None
 
+    def _preempt_for_failure(self, st: JobStatus, t: float) -> None:
+        self._apply_action(Action(ActionKind.PREEMPT, st.job_id, EMPTY, EMPTY, "node failed"), t)
+
     def _apply(self, action: Action, t: float) -> None:
         if self.on_action is not None:
             self.on_action(t, action)
+        self._apply_action(action, t)
+
+    def _apply_action(self, action: Action, t: float) -> None:
         st = self._table[action.job_id]
         kind = action.kind
         self._settle(st, t)
@@ -392,6 +401,6 @@ class Simulator:
                        or any(n == node for n, _ in s.allocation.ps)]:
                 self._settle(st, t)
                 self._release(st)
-                self._apply(Action(ActionKind.PREEMPT, st.job_id, EMPTY, EMPTY, "node failed"), t)
+                self._preempt_for_failure(st, t)
                 self._changed[st.job_id] = None
         self._ledger.set_down(node, down)

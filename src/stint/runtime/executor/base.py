@@ -44,6 +44,8 @@ Changes to this interface are announced here.
 - v1.1: ``WorkerLaunch.cwd`` (optional working directory, default None = the executor's).
 - v1.2: the executors are ``local.LocalExecutor(state_dir, nodes, gpus_per_node)`` and
   ``ray.RayExecutor(state_dir, address=None)`` (address defaults to ``$RAY_ADDRESS``).
+- v1.3: ``down_nodes()``: the controller keeps nothing on a node that is down (the local
+  executor's virtual nodes never are; the Ray executor does not report Ray node deaths yet).
 """
 
 from __future__ import annotations
@@ -162,6 +164,11 @@ class Executor(Protocol):
 
     def status(self, job_id: str) -> Mapping[str, Any] | None:
         """The job's last progress report (the JSON its SDK wrote to STINT_STATUS_FILE), if any."""
+        ...
+
+    def down_nodes(self) -> frozenset[str]:
+        """Names of nodes that are down now (cheap: the controller asks at every step). The
+        attempts that ran on a node that went down are reported ended by ``poll``."""
         ...
 
     def close(self) -> None:

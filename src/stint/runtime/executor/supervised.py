@@ -106,6 +106,9 @@ class SupervisedExecutor(ABC):
     def nodes(self) -> list[NodeInfo]:
         return list(self._nodes.values())
 
+    def down_nodes(self) -> frozenset[str]:
+        return frozenset()  # a supervised attempt that loses its node is reported by poll
+
     def launch(self, workers: Sequence[WorkerLaunch]) -> None:
         ws = self._check_gang(workers)
         job, attempt = ws[0].job_id, ws[0].attempt
