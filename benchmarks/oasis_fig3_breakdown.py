@@ -24,7 +24,7 @@ from stint.experiments.oasis_figs import build_policy
 from stint.experiments.slot_eval import evaluate
 from stint.experiments.workload import CLASSES, Workload, make_workload
 from stint.model.allocation import Plan
-from stint.policies._ps_hosts import FreeCapacity, demand
+from stint.placement.round_robin import FreeCapacity, demand
 from stint.policies.base import ClusterView, Policy, PolicyBase
 
 

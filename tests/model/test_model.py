@@ -85,3 +85,42 @@ def test_unknown_policy_lists_valid_ones():
     assert {"fifo", "drf", "tiresias", "oasis"} <= set(available())
     for name in available():
         assert name in str(err.value)
+
+
+def test_eq6_sizes_parameter_servers_once_for_every_policy():
+    """(6) b·y <= B·z with (7) z <= y: ceil(y b / B); a worker that uses no bandwidth needs no
+    PS (DRF had its own copy that said y)."""
+    from stint.model import Resources
+    from stint.perf.ps_model import ps_needed
+    from stint.policies import drf
+
+    def spec(b: float, big_b: float) -> JobSpec:
+        return JobSpec("p", 0.0, 1.0, 4, 1, 4, worker_demand=Resources(gpu=1, net_gbps=b),
+                       ps_demand=Resources(cpu=1, net_gbps=big_b))
+
+    assert ps_needed(spec(1.0, 4.0), 4) == 1 and ps_needed(spec(3.0, 4.0), 4) == 3
+    assert ps_needed(spec(0.0, 4.0), 4) == 0
+    assert drf.demand(spec(0.0, 4.0), 4)[1] == 0.0  # DRF charges no PS CPU either
+    assert ps_needed(JobSpec("a", 0.0, 1.0), 3) == 0
+
+
+def test_live_status_counts_the_sdks_steps_against_the_declared_total():
+    """A running job that declared its steps progresses by the SDK's report; its attained
+    service and work are as of the time the report is read, and grow lazily from there."""
+    from stint.perf.scaling import ScalingModel
+    from stint.runtime.tables import Job
+    from stint.runtime.view import status_of
+
+    job = Job(id=7, user_id=1, name="j", command="[]", gpus=2, min_gpus=1, max_gpus=2,
+              tier="standard", priority=1.0, deadline_s=None, submitted_at=1000.0, state="running",
+              reason="", attempt=1, allocation="[[0, 2]]", slots="{}", target=None,
+              stop_purpose=None, failures=0, preemptions=0, exit_code=None, first_start_at=1010.0,
+              last_change_at=1010.0, finished_at=None, attained_gpu_s=6.0, holding_since=1010.0,
+              est_s=100.0, total_steps=50, logical_ranks=None, work_done=3.0, decision=None)
+    st = status_of(job, "alice", 1000.0, ScalingModel(), {"step": 10}, now=30.0)
+    assert st.spec.arrival_s == 0.0 and st.first_start_s == 10.0  # the store's clock
+    assert st.work_done == 20.0  # 10 of 50 steps of 100 s
+    assert st.attained_gpu_s == 6.0 + 2 * 20.0 and st.as_of_s == 30.0
+    assert st.work_done_at(35.0) == 25.0 and st.attained_gpu_s_at(35.0) == 56.0
+    plain = status_of(job, "alice", 1000.0, ScalingModel(), None, now=30.0)
+    assert plain.work_done == 3.0 and plain.as_of_s == 10.0 and plain.work_done_at(30.0) == 23.0

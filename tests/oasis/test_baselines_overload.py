@@ -64,7 +64,7 @@ class _IdleCheck(PolicyBase):
         self.lazy_progress = inner.lazy_progress
 
     def plan(self, view):
-        from stint.policies._ps_hosts import FreeCapacity
+        from stint.placement.round_robin import FreeCapacity
 
         plan = self.inner.plan(view)
         allocs = {st.job_id: plan.allocations.get(st.job_id, st.allocation) for st in view.jobs}

@@ -217,3 +217,19 @@ def test_a_resync_reports_exactly_the_rows_that_changed(h: Harness) -> None:
     with h.store.read() as r:
         assert cache.refresh(r, 41.0) == {a, b}
     assert cache.stream == stream + 1
+
+
+def test_a_pin_on_a_queued_job_waits_for_the_policy(h: Harness, tmp_path: Path) -> None:
+    """An admin's resize of a queued job is recorded; the policy still decides when it starts
+    (FIFO: not ahead of the 4-GPU job at the head of the queue)."""
+    a = h.submit(counter_cmd(400, tmp_path / "a"), gpus=2)
+    h.run_until(a, lambda j: j.state == "running", "a to run")
+    head = h.submit(counter_cmd(10, tmp_path / "head"), gpus=4)
+    pinned = h.submit(counter_cmd(10, tmp_path / "p"), gpus=1)
+    h.store.request(pinned, h.caller, "resize", "1", time.time(), pin_workers=1)
+    for _ in range(5):
+        h.ctl.step(time.time())
+    assert (h.job(head).state, h.job(pinned).state) == ("queued", "queued")
+    h.store.request(a, h.caller, "cancel", "", time.time(), cancel_requested=True)
+    h.run_until(pinned, lambda j: j.state == "succeeded", "the pinned job to run after the head")
+    assert h.job(head).first_start_at <= h.job(pinned).first_start_at

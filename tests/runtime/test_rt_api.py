@@ -140,3 +140,32 @@ def test_nodes_logs_and_openapi(api: TestClient, admin: str, tmp_path: Path) -> 
     assert api.get(f"/v1/jobs/{jid}/logs?offset=6", headers=h).json()["text"] == "world\n"
     schema = api.get("/openapi.json").json()
     assert "/v1/jobs" in schema["paths"] and "/v1/jobs/{job_id}/migrate" in schema["paths"]
+
+
+def test_pins_are_an_admins_and_respect_the_jobs_worker_counts(api: TestClient, admin: str) -> None:
+    alice = api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin)).json()["token"]
+    body = {"command": ["x"], "gpus": 1, "min_gpus": 1, "max_gpus": 3, "logical_ranks": 4}
+    job = api.post("/v1/jobs", json=body, headers=auth(alice)).json()
+    assert job["worker_counts"] == [1, 2]  # divisors of 4 within 1..3
+    jid = job["id"]
+    r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 2}, headers=auth(alice))
+    assert r.status_code == 403  # the owner may not jump the policy
+    r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 3}, headers=auth(admin))
+    assert r.status_code == 422 and "runs on [1, 2] workers" in r.json()["detail"][0]["msg"]
+    r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 2}, headers=auth(admin))
+    assert r.status_code == 202 and r.json()["pin_workers"] == 2 and r.json()["state"] == "queued"
+    r = api.post(f"/v1/jobs/{jid}/unpin", headers=auth(admin))
+    assert r.status_code == 202 and r.json()["pin_workers"] is None
+
+
+def test_a_size_that_does_not_divide_the_logical_ranks_is_refused(api: TestClient,
+                                                                   admin: str) -> None:
+    h = auth(admin)
+    r = api.post("/v1/jobs", json={"command": ["x"], "gpus": 3, "min_gpus": 1, "max_gpus": 4},
+                 headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "gpus"]
+    r = api.post("/v1/jobs", json={"command": ["x"], "max_gpus": 4, "logical_ranks": 2},
+                 headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "logical_ranks"]
+    r = api.post("/v1/jobs", json={"command": ["x"], "est_s": -1}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "est_s"]

@@ -120,7 +120,10 @@ def ps_job(
 
 
 def ps_needed(spec: JobSpec, workers: int) -> int:
-    """Fewest PSs for ``workers`` workers under (6) ``b·y <= B·z``: ``ceil(y b/B)`` (0 if no PS)."""
+    """Fewest PSs for ``workers`` workers under (6) ``b·y <= B·z`` and (7) ``z <= y``:
+    ``ceil(y b/B)``, so none when a worker uses no bandwidth; 0 for all-reduce jobs. (When PSs
+    have no bandwidth, (6) cannot hold: (7)'s most, ``y``.) The one copy of eq. (6): OASiS, its
+    baselines and DRF all size PSs with it."""
     if spec.ps_demand is None or workers <= 0:
         return 0
     ratio = spec.worker_demand.net_gbps / spec.ps_demand.net_gbps if spec.ps_demand.net_gbps else 1.0

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, MutableSequence, Sequence
 
+import numpy as np
+
 from stint.model.allocation import EMPTY, Allocation
 from stint.model.job import JobSpec
 
@@ -156,3 +158,34 @@ def trim_to_feasible(spec: JobSpec, alloc: Allocation) -> Allocation:
         if not drop:
             break
     return Allocation.of(counts, dict(alloc.ps))
+
+
+def pack_vectors(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | None:
+    """``k`` copies of demand vector ``d`` on free vectors per node (every resource checked):
+    best fit on one node if possible, else roomiest nodes first; commits to ``free``.
+
+    ``room[i]`` is how many copies of ``d`` node i still holds: the minimum over the resources
+    the demand uses of free / demand (vectorised over nodes).
+    """
+    if k <= 0:
+        return {}
+    used = d > 0
+    if not used.any():
+        return {0: k}  # a demand of nothing fits anywhere
+    room = np.floor((free[:, used] + 1e-9) / d[used]).min(axis=1).clip(0, k).astype(int)
+    one = np.flatnonzero(room >= k)
+    if len(one):
+        best = int(one[np.argmin(free[one, 0])])
+        out = {best: k}
+    else:
+        out, left = {}, k
+        for i in np.argsort(-room, kind="stable"):
+            if not left or room[i] == 0:
+                break
+            out[int(i)] = take = int(min(room[i], left))
+            left -= take
+        if left:
+            return None
+    for i, n in out.items():
+        free[i] -= n * d
+    return out

@@ -35,7 +35,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from stint.model.allocation import Allocation, Plan
 from stint.placement.packing import trim_to_feasible
-from stint.policies._ps_hosts import FreeCapacity, demand, drf_fill
+from stint.placement.round_robin import FreeCapacity, demand
+from stint.policies._ps_hosts import drf_fill
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 

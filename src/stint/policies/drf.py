@@ -18,7 +18,6 @@ Cost per pass: O(changed jobs + entities + jobs started).
 from __future__ import annotations
 
 import heapq
-import math
 from bisect import bisect_left, insort
 from collections.abc import Sequence
 
@@ -26,20 +25,13 @@ import numpy as np
 
 from stint.model.allocation import Allocation, Plan
 from stint.model.job import JobSpec
+from stint.perf.ps_model import ps_needed
+from stint.placement.ledger import Ledger
+from stint.placement.packing import pack_vectors
 from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
 Vec = tuple[float, float, float, float]
-
-
-def num_ps(spec: JobSpec, workers: int) -> int:
-    """PSs a job needs with ``workers`` workers (OASiS (6)-(7)); 0 for all-reduce jobs."""
-    if spec.ps_demand is None:
-        return 0
-    b, big_b = spec.worker_demand.net_gbps, spec.ps_demand.net_gbps
-    if b <= 0 or big_b <= 0:
-        return workers
-    return min(workers, max(1, math.ceil(workers * b / big_b - 1e-9)))
 
 
 def demand(spec: JobSpec, workers: int) -> Vec:
@@ -48,7 +40,7 @@ def demand(spec: JobSpec, workers: int) -> Vec:
     total = [x * workers for x in w]
     if spec.ps_demand is not None:
         p = spec.ps_demand.as_tuple()
-        k = num_ps(spec, workers)
+        k = ps_needed(spec, workers)
         total = [a + x * k for a, x in zip(total, p)]
     return (total[0], total[1], total[2], total[3])
 
@@ -166,61 +158,29 @@ def _total(view: ClusterView) -> Vec:
 
 
 def _free_vectors(view: ClusterView) -> np.ndarray:
-    """Free (gpu, cpu, mem, net) per node: from the mechanism if it tracks them, else derived."""
+    """Free (gpu, cpu, mem, net) per node: the mechanism's ledger, or one built from the jobs
+    (a hand-made view)."""
     if view.free_resources is not None:
         return np.array(view.free_resources, dtype=float)
-    free = np.array([n.capacity.as_tuple() for n in view.cluster.nodes], dtype=float)
+    ledger = Ledger(view.cluster)
     for st in view.jobs:
-        for counts, dem in ((st.allocation.workers, st.spec.worker_demand), (st.allocation.ps, st.spec.ps_demand)):
-            if dem is not None:
-                for node, k in counts:
-                    free[node] -= k * np.array(dem.as_tuple())
-    return free
+        ledger.take(st.spec, st.allocation)
+    return np.array(ledger.free, dtype=float)
 
 
 def _place(spec: JobSpec, free: np.ndarray) -> Allocation | None:
     """Consolidated placement of workers, then PSs, checking every resource; commits to ``free``."""
     w = np.array(spec.worker_demand.as_tuple())
-    workers = _pack(free, w, spec.requested_workers)
+    workers = pack_vectors(free, w, spec.requested_workers)
     if workers is None:
         return None
     ps: dict[int, int] = {}
     if spec.ps_demand is not None:
         p = np.array(spec.ps_demand.as_tuple())
-        packed = _pack(free, p, num_ps(spec, spec.requested_workers))
+        packed = pack_vectors(free, p, ps_needed(spec, spec.requested_workers))
         if packed is None:
             for i, n in workers.items():
                 free[i] += n * w
             return None
         ps = packed
     return Allocation.of(workers, ps)
-
-
-def _pack(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | None:
-    """Best fit on one node if possible, else roomiest nodes first; commits to ``free``.
-
-    ``room[i]`` is how many copies of ``d`` node i still holds: the minimum over the resources
-    the demand uses of free / demand (vectorised over nodes).
-    """
-    if k <= 0:
-        return {}
-    used = d > 0
-    if not used.any():
-        return {0: k}  # a demand of nothing fits anywhere
-    room = np.floor((free[:, used] + 1e-9) / d[used]).min(axis=1).clip(0, k).astype(int)
-    one = np.flatnonzero(room >= k)
-    if len(one):
-        best = int(one[np.argmin(free[one, 0])])
-        out = {best: k}
-    else:
-        out, left = {}, k
-        for i in np.argsort(-room, kind="stable"):
-            if not left or room[i] == 0:
-                break
-            out[int(i)] = take = int(min(room[i], left))
-            left -= take
-        if left:
-            return None
-    for i, n in out.items():
-        free[i] -= n * d
-    return out

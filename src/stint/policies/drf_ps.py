@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from stint.model.allocation import Plan
 from stint.placement.packing import trim_to_feasible
-from stint.policies._ps_hosts import FreeCapacity, drf_fill
+from stint.placement.round_robin import FreeCapacity
+from stint.policies._ps_hosts import drf_fill
 from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.registry import register
 

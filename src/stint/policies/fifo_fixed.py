@@ -9,7 +9,7 @@ rejected rather than blocking forever.
 from __future__ import annotations
 
 from stint.model.allocation import Plan
-from stint.policies._ps_hosts import FreeCapacity, fits_empty
+from stint.placement.round_robin import FreeCapacity, fits_empty
 from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.registry import register
 

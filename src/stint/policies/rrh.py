@@ -22,7 +22,7 @@ import math
 
 from stint.model.allocation import EMPTY, Plan
 from stint.model.job import JobSpec
-from stint.policies._ps_hosts import FreeCapacity
+from stint.placement.round_robin import FreeCapacity
 from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
