@@ -1,5 +1,5 @@
-"""Fixtures of the control-plane tests: the store on SQLite and on PostgreSQL (one schema per
-test, dropped afterwards), a controller stepped by hand over a real LocalExecutor."""
+"""Fixtures of the tests that use a store: SQLite and PostgreSQL (one schema per
+test, dropped afterwards)."""
 
 from __future__ import annotations
 
