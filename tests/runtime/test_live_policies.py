@@ -104,3 +104,16 @@ def test_elastic_policy_resizes_sdk_job_only_to_feasible_sizes(tmp_path: Path) -
     assert set(sizes) == {1, 2}, sizes  # resized, never to the infeasible 3 workers
     assert any(t["dst"] == "resizing" for t in d["transitions"])
     assert _digest(log, steps) == _digest(reference, steps)
+
+
+def test_serve_refuses_a_bad_policy_option_or_config_in_one_line(tmp_path: Path) -> None:
+    from rt_helpers import STINT
+
+    conf = tmp_path / "stint.toml"
+    conf.write_text('[policy]\nname = "oasis"\n[policy.options]\nslot = 5\n')
+    for args in (["--policy", "tiresias", "--policy-opt", "tick=1"], ["--config", str(conf)]):
+        r = subprocess.run([STINT, "serve", "--data-dir", str(tmp_path / "d"), *args],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 2 and "has no option" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "d").exists()  # refused before touching anything

@@ -56,3 +56,42 @@ def test_unknown_policy_lists_valid_ones(tmp_path):
     res = CliRunner().invoke(app, ["sim", "--policy", "fifo,nope", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "unknown policy 'nope'" in res.output and "tiresias" in res.output
     assert not (tmp_path / "summary.json").exists()
+
+
+def _sim(tmp_path, *args):
+    return CliRunner().invoke(app, ["sim", "--trace", "philly", "--gpus", "64", "--limit", "300",
+                                    "--out", str(tmp_path / "r"), "--no-plots", "--format",
+                                    "json", *args])
+
+
+def test_policy_options_from_flags_and_a_config_file_are_the_same(tmp_path):
+    """``--policy-opt`` and ``[policy.options]`` build the same policy (flags win over the
+    file); a different threshold changes Tiresias' schedule, so the option really arrives."""
+    flags = _sim(tmp_path, "--policy", "tiresias", "--policy-opt", "thresholds_gpu_s=600",
+                 "--policy-opt", "tick_s=30")
+    assert flags.exit_code == 0, flags.output
+    conf = tmp_path / "stint.toml"
+    conf.write_text('[policy]\nname = "tiresias"\n[policy.options]\nthresholds_gpu_s = [600]\n'
+                    'tick_s = 5\n')
+    filed = _sim(tmp_path, "--config", str(conf), "--policy-opt", "tick_s=30")
+    assert filed.exit_code == 0, filed.output
+    default = _sim(tmp_path, "--policy", "tiresias")
+    a, b, c = (json.loads(r.stdout)["tiresias"] for r in (flags, filed, default))
+    assert a["avg_jct_s"] == b["avg_jct_s"] and a["preemptions"] == b["preemptions"]
+    assert a["preemptions"] != c["preemptions"]
+
+
+def test_bad_policy_options_name_the_key_and_the_valid_ones(tmp_path):
+    res = _sim(tmp_path, "--policy", "tiresias", "--policy-opt", "threshold=5")
+    assert res.exit_code == 2 and "no option 'threshold'" in res.output
+    assert "thresholds_gpu_s" in res.output
+    res = _sim(tmp_path, "--policy", "tiresias", "--policy-opt", "tick_s=soon")
+    assert res.exit_code == 2 and "'soon' is not a float" in res.output
+    conf = tmp_path / "bad.toml"
+    conf.write_text('[policy]\nname = "fifo"\nfast = true\n')
+    res = _sim(tmp_path, "--config", str(conf))
+    assert res.exit_code == 2 and "unknown key policy.fast" in res.output
+    conf.write_text('[policy\n')
+    res = _sim(tmp_path, "--config", str(conf))
+    assert res.exit_code == 2 and "line 1" in res.output
+    assert not (tmp_path / "r" / "summary.json").exists()

@@ -41,7 +41,10 @@ def serve(
                                            "(default: SQLite in --data-dir)")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
-    policy: Annotated[str, typer.Option(help="A registered policy (`stint policies`).")] = "fifo",
+    policy: Annotated[str | None, typer.Option(
+        help="A registered policy (`stint policies`) [default: fifo].")] = None,
+    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name and "
+                                                "[policy.options] (flags win).")] = None,
     policy_opt: Annotated[list[str] | None, typer.Option(
         help="A policy parameter, KEY=VALUE; repeatable (the same keys as `stint sim`).")] = None,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
@@ -57,19 +60,23 @@ def serve(
     """Run the control plane: HTTP API, store, reconcile loop and executor."""
     import logging
 
+    from stint.config import PolicyConfig, load_policy, merged_options
     from stint.policies.registry import make_with_options
     from stint.runtime.client import default_data_dir
     from stint.runtime.serve import ServeOptions
     from stint.runtime.serve import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        make_with_options(policy, tuple(policy_opt or ()))
-    except ValueError as exc:  # an unknown policy or option: one line, exit status 2
+    try:  # a bad config file, unknown policy or option: one line, exit status 2
+        conf = load_policy(config) if config is not None else PolicyConfig(None, ())
+        name = policy or conf.name or "fifo"
+        options = merged_options(conf.options, tuple(policy_opt or ()))
+        make_with_options(name, options)
+    except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
-                     port=port, policy=policy, policy_options=tuple(policy_opt or ()),
+                     port=port, policy=name, policy_options=options,
                      executor=executor, nodes=nodes,
                      gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
                      max_retries=max_retries, ray_address=ray_address))

@@ -15,7 +15,10 @@ def register(app: typer.Typer) -> None:
 
 def sim(
     trace: Annotated[str, typer.Option(help="'philly', 'pollux:N' (N=1..8) or a CSV path.")] = "philly",
-    policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,srtf,drf,tiresias",
+    policy: Annotated[str | None, typer.Option(
+        help="Comma-separated policy names [default: fifo,srtf,drf,tiresias].")] = None,
+    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name and "
+                                                "[policy.options] (flags win).")] = None,
     policy_opt: Annotated[list[str] | None, typer.Option(
         help="A policy parameter, KEY=VALUE (POLICY.KEY=VALUE for one of several); repeatable. "
         "`stint policies` lists each policy's keys.")] = None,
@@ -60,13 +63,21 @@ def sim(
             err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
             raise typer.Exit(2)
         nodes, gpus_per_node = gpus // 8, 8
+    from stint.config import ConfigError, PolicyConfig, load_policy, merged_options
+
+    try:
+        conf = load_policy(config) if config is not None else PolicyConfig(None, ())
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    policy = policy or conf.name or "fifo,srtf,drf,tiresias"
     costs = None
     if restart_s is not None:
         costs = CostModel(start_s=0.0, resume_s=restart_s, resize_s=restart_s, migrate_s=restart_s)
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
-        policy_options=tuple(policy_opt or ()),
+        policy_options=merged_options(conf.options, tuple(policy_opt or ())),
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         seed=seed,
