@@ -26,7 +26,11 @@ def sim(
     vc: Annotated[str | None, typer.Option(help="Keep only this virtual cluster (Philly).")] = None,
     start_s: Annotated[float | None, typer.Option(help="Keep jobs submitted from this offset (s).")] = None,
     end_s: Annotated[float | None, typer.Option(help="Keep jobs submitted before this offset (s).")] = None,
-    restart_s: Annotated[float | None, typer.Option(help="Cost of every resume/resize/migrate (s).")] = None,
+    restart_s: Annotated[
+        float | None,
+        typer.Option(help="Cost (s) of every resume/resize/migrate, and of the first start where the "
+                     "trace's format charges one (Pollux). Default: 30."),
+    ] = None,
     elastic: Annotated[bool, typer.Option(help="Make rigid jobs elastic: req/2 to 2*req workers.")] = False,
     decide_every: Annotated[
         float | None,
@@ -41,7 +45,6 @@ def sim(
     from rich.console import Console
 
     from stint.policies.registry import UnknownPolicyError
-    from stint.sim.costs import CostModel
     from stint.sim.runner import SimConfig, run_all, write_results
     from stint.sim.traces import Filters, TraceError
 
@@ -57,9 +60,9 @@ def sim(
             err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
             raise typer.Exit(2)
         nodes, gpus_per_node = gpus // 8, 8
-    costs = None
-    if restart_s is not None:
-        costs = CostModel(start_s=0.0, resume_s=restart_s, resize_s=restart_s, migrate_s=restart_s)
+    if restart_s is not None and restart_s < 0:
+        err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
+        raise typer.Exit(2)
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
@@ -67,7 +70,7 @@ def sim(
         gpus_per_node=gpus_per_node,
         seed=seed,
         filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
-        costs=costs,
+        restart_s=restart_s,
         elastic=elastic,
         decision_period_s=decide_every,
     )

@@ -188,6 +188,8 @@ class Simulator:
         if kind is EventKind.TICK:
             if self._tick_at is not None and t >= self._tick_at:
                 self._tick_at = None
+            if self._period_at is not None and t >= self._period_at:
+                self._period_at = None  # the decision wake-up has fired, even if no job is left
             return True
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)

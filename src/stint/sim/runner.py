@@ -12,13 +12,13 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from stint.model.cluster import Cluster
 from stint.policies.registry import make
-from stint.sim.costs import CostModel
+from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
 from stint.sim.traces import Filters, Trace, load
@@ -32,22 +32,23 @@ class SimConfig:
     gpus_per_node: int | None = None
     seed: int = 0
     filters: Filters = field(default_factory=Filters)
-    costs: CostModel | None = None
+    costs: CostModel | None = None  # overrides the format's model and ``restart_s`` entirely
+    restart_s: float | None = None  # ``--restart-s``: see ``stint.sim.costs.for_format``
     elastic: bool = False
     decision_period_s: float | None = None
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
-        pollux = trace.name.startswith("pollux") or trace.perf.__class__.__name__ == "ProfileModel"
+        pollux = trace.format == "pollux"
         per_node = self.gpus_per_node or (4 if pollux else 8)
         nodes = self.nodes or (16 if pollux else 64)
         return Cluster.uniform(nodes, per_node)
 
-    def cost_model(self, trace: Trace) -> CostModel:
-        """Given costs, else Pollux's 30 s per (re)allocation for Pollux workloads, else defaults."""
+    def cost_model(self, trace: Trace) -> NamedCosts:
+        """Given costs, else the model of the trace's format (by its header, not its name)."""
         if self.costs is not None:
-            return self.costs
-        return CostModel.pollux() if trace.name.startswith("pollux") else CostModel()
+            return NamedCosts("given", self.costs)
+        return for_format(trace.format, self.restart_s)
 
 
 Progress = Callable[[str, int, int], None]
@@ -61,14 +62,15 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
+    costs = cfg.cost_model(trace)
     results = {}
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
         sim = Simulator(
-            cluster, trace.jobs, make(name), trace.perf, cfg.cost_model(trace),
+            cluster, trace.jobs, make(name), trace.perf, costs.costs,
             on_progress=cb, decision_period_s=cfg.decision_period_s,
         )
-        results[name] = sim.run()
+        results[name] = replace(sim.run(), cost_model=costs)
     return trace, cluster, results
 
 

@@ -46,6 +46,7 @@ class Trace:
     jobs: list[JobSpec]
     perf: PerfModel
     source: str
+    format: str  # "philly" or "pollux": what the file's header says, whatever its name
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +78,15 @@ def load(spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: boo
         header = next(reader, None)
         perf: PerfModel
         if header == PHILLY_COLUMNS:
-            jobs, perf = _philly(reader, str(path), filters), ScalingModel()
+            jobs, perf, fmt = _philly(reader, str(path), filters), ScalingModel(), "philly"
         elif header == POLLUX_COLUMNS:
-            jobs, perf = _pollux(reader, str(path), filters), ProfileModel()
+            jobs, perf, fmt = _pollux(reader, str(path), filters), ProfileModel(), "pollux"
         else:
             raise TraceError(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
-    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path))
+    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path), fmt)
 
 
 def _data_path(name: str) -> Path:
