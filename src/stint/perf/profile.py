@@ -85,19 +85,28 @@ class _Table:
         self.points = np.array(points)
         self._linear: Any = None
         self._nearest: Any = None
+        self._interpolated: dict[tuple[int, int, float], tuple[float, float]] = {}
 
     def times(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
         hit = self.by_placement.get(placement)
         if hit is not None:
             bs, step, sync = hit
             return float(np.interp(local_bsz, bs, step)), float(np.interp(local_bsz, bs, sync))
+        # Unmeasured placements depend only on (nodes, replicas, local batch): one query per key.
+        key = (min(len(placement), 16), sum(placement), float(local_bsz))
+        got = self._interpolated.get(key)
+        if got is None:
+            got = self._interpolated[key] = self._interpolate(key)
+        return got
+
+    def _interpolate(self, key: tuple[int, int, float]) -> tuple[float, float]:
         from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 
         if self._linear is None:
             xs, ys = self.points[:, :3], self.points[:, 3:]
             self._linear = LinearNDInterpolator(xs, ys)
             self._nearest = NearestNDInterpolator(xs, ys)
-        q = np.array([[min(len(placement), 16), sum(placement), local_bsz]])
+        q = np.array([key], dtype=float)
         out = self._linear(q)[0]
         if np.isnan(out).any():
             out = self._nearest(q)[0]
@@ -138,13 +147,20 @@ class ProfileModel:
 
     def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
         """Samples/s for a global ``batch_size`` on ``placement`` (GPUs per node)."""
-        a = APPLICATIONS.get(app)
-        if a is None:
-            raise KeyError(f"no profile for application {app!r}; profiled: {', '.join(APPLICATIONS)}")
-        replicas = sum(placement)
-        local = max(math.ceil(batch_size / replicas - 1e-8), a.min_local_bsz)
-        accum = math.ceil(local / a.max_local_bsz - 1e-8) - 1
-        atomic = math.ceil(local / (accum + 1) - 1e-8)
-        step, sync = _table(app).times(placement, atomic)
-        total = step + accum * max(step - sync, 0.0)
-        return replicas * atomic * (accum + 1) / total
+        return throughput(app, _canonical(placement), batch_size)
+
+
+@cache
+def throughput(app: str, placement: tuple[int, ...], batch_size: int) -> float:
+    """Samples/s for a global ``batch_size`` on a canonical ``placement``; cached per process
+    (the measured tables never change), so every model, run and policy shares one lookup."""
+    a = APPLICATIONS.get(app)
+    if a is None:
+        raise KeyError(f"no profile for application {app!r}; profiled: {', '.join(APPLICATIONS)}")
+    replicas = sum(placement)
+    local = max(math.ceil(batch_size / replicas - 1e-8), a.min_local_bsz)
+    accum = math.ceil(local / a.max_local_bsz - 1e-8) - 1
+    atomic = math.ceil(local / (accum + 1) - 1e-8)
+    step, sync = _table(app).times(placement, atomic)
+    total = step + accum * max(step - sync, 0.0)
+    return replicas * atomic * (accum + 1) / total

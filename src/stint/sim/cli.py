@@ -45,7 +45,7 @@ def sim(
     from rich.console import Console
 
     from stint.policies.registry import UnknownPolicyError
-    from stint.sim.runner import SimConfig, run_all, write_results
+    from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import Filters, TraceError
 
     err = Console(stderr=True)
@@ -84,19 +84,24 @@ def sim(
                 bar.update(tasks[name], completed=done)
 
             trace_obj, cluster, results = run_all(cfg, progress)
-        summaries = write_results(out, cluster, results, plots=plots)
+        summaries = write_results(out, results)
     except (TraceError, UnknownPolicyError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if format == "json":
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
-        return
-    from stint.report.tables import summary_table
+        sys.stdout.flush()
+    else:
+        from stint.report.tables import summary_table
 
-    title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {cluster.nodes[0].capacity.gpu:g} GPUs"
-    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
-    console.print(summary_table(summaries, title=title))
-    console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
+        gpn = cluster.nodes[0].capacity.gpu
+        title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
+        console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
+        console.print(summary_table(summaries, title=title))
+        pngs = ", jct_cdf.png, over_time.png" if plots else ""
+        console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
+    if plots:  # after the figures are out: the slowest and least needed part
+        write_plots(out, cluster, results)
 
 
 def _progress(console: Any) -> Any:

@@ -1,8 +1,9 @@
 """Run several policies on one trace and write the results (the body of ``stint sim``).
 
-Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, ``jct_cdf.png``
-and ``over_time.png``. Nothing is written until every policy has finished, so an interrupted or
-failed run never leaves a summary that looks complete.
+Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, then
+``jct_cdf.png`` and ``over_time.png``. Nothing is written until every policy has finished, so an
+interrupted or failed run never leaves a summary that looks complete; the plots come after the
+summary, so its figures never wait for matplotlib.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     return trace, cluster, results
 
 
-def write_results(out: Path, cluster: Cluster, results: dict[str, RunResult], plots: bool = True) -> dict[str, Any]:
-    """Write every output into a temporary directory, then move the files into ``out``."""
+def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:
+    """Write the figures: every ``jobs.csv`` into a temporary directory, then move them into
+    ``out`` with ``summary.json`` last. Plots are separate (``write_plots``), after it."""
     out.mkdir(parents=True, exist_ok=True)
     summaries = {name: r.summary() for name, r in results.items()}
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
@@ -86,18 +88,28 @@ def write_results(out: Path, cluster: Cluster, results: dict[str, RunResult], pl
                 w = csv.writer(fh)
                 w.writerow(CSV_FIELDS)
                 w.writerows(record_row(rec) for rec in r.records)
-        if plots:
-            from stint.report.plots import jct_cdf, over_time
-
-            jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
-            over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
         (staging / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
-        for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
-            if item.is_file():
-                dest = out / item.relative_to(staging)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)  # summary.json goes last
+        _move_in(staging, out)
     return summaries
+
+
+def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
+    """``jct_cdf.png`` and ``over_time.png`` (matplotlib is imported only here)."""
+    from stint.report.plots import jct_cdf, over_time
+
+    with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
+        staging = Path(tmp)
+        jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
+        over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
+        _move_in(staging, out)
+
+
+def _move_in(staging: Path, out: Path) -> None:
+    for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
+        if item.is_file():
+            dest = out / item.relative_to(staging)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(item, dest)  # summary.json goes last
 
 
 def _rebased(r: RunResult) -> tuple[list[float], Any, Any]:
