@@ -28,6 +28,7 @@ import numpy as np
 
 from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
+from stint.perf.progress import efficiency_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +46,18 @@ class Application:
         return float(self.dataset_size * self.epochs)
 
 
-# Dataset sizes are the public training-set sizes of each benchmark; epochs are Pollux's;
-# local batch bounds are the profiled ones (yolov3 capped at 8, as Pollux does).
+# Samples per epoch as the validation tables imply them (progress at the last epoch x the initial
+# batch size / epochs: what a step at B0 processes), which for four of the six is the public
+# training-set size; epochs are Pollux's; local batch bounds are the profiled ones (yolov3 capped
+# at 8, as Pollux does).
 APPLICATIONS: dict[str, Application] = {
     a.name: a
     for a in (
         Application("bert", 88_641, 2, 4, 12),  # SQuAD v1.1 features, fine-tuning
         Application("cifar10", 50_000, 100, 32, 1024),  # ResNet-18 on CIFAR-10
-        Application("deepspeech2", 11_288, 80, 10, 80),  # CMU-ARCTIC utterances (approx.)
+        Application("deepspeech2", 7_134, 80, 10, 80),  # tables: 28,536 steps of 20 over 80 epochs
         Application("imagenet", 1_281_167, 90, 20, 200),  # ResNet-50 on ImageNet-1k
-        Application("ncf", 994_169, 10, 32, 32_768),  # NeuMF on MovieLens-1M (train ratings)
+        Application("ncf", 4_970_854, 10, 32, 32_768),  # tables: 194,174 steps of 256 over 10 epochs
         Application("yolov3", 16_551, 50, 4, 8),  # PASCAL VOC 07+12 trainval
     )
 }
@@ -130,9 +133,16 @@ def _table(app: str) -> _Table:
 
 
 class ProfileModel:
-    """Samples per second of a Pollux-profiled application on an allocation."""
+    """Samples per second of a Pollux-profiled application on an allocation.
 
-    def __init__(self) -> None:
+    With ``progress=True`` (Pollux's job model, ``stint.perf.progress``) a job's work is the
+    samples it needs at its batch size B, ``work(app, B)``, and its rate on an allocation that
+    rounds the batch up to B' is the samples/s there times samples(B) / samples(B'): exact for a
+    job whose batch stays fixed. Without, work is epochs x samples per epoch whatever the batch.
+    """
+
+    def __init__(self, progress: bool = False) -> None:
+        self.progress = progress
         self._cache: dict[tuple[str, tuple[int, ...], int], float] = {}
 
     def rate(self, spec: JobSpec, allocation: Allocation) -> float:
@@ -142,7 +152,11 @@ class ProfileModel:
         key = (spec.application, placement, spec.batch_size)
         r = self._cache.get(key)
         if r is None:
-            r = self._cache[key] = self.throughput(spec.application, placement, spec.batch_size)
+            r = throughput(spec.application, placement, spec.batch_size)
+            if self.progress:
+                actual = step_batch(spec.application, placement, spec.batch_size)
+                r *= work(spec.application, spec.batch_size) / work(spec.application, actual)
+            self._cache[key] = r
         return r
 
     def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
@@ -154,6 +168,21 @@ class ProfileModel:
 def throughput(app: str, placement: tuple[int, ...], batch_size: int) -> float:
     """Samples/s for a global ``batch_size`` on a canonical ``placement``; cached per process
     (the measured tables never change), so every model, run and policy shares one lookup."""
+    replicas, atomic, accum = _split(app, placement, batch_size)
+    step, sync = _table(app).times(placement, atomic)
+    total = step + accum * max(step - sync, 0.0)
+    return replicas * atomic * (accum + 1) / total
+
+
+def step_batch(app: str, placement: tuple[int, ...], batch_size: int) -> int:
+    """The global batch one step really takes on ``placement``: ``batch_size`` rounded up to
+    whole local batches (and accumulation micro-steps) on every replica."""
+    replicas, atomic, accum = _split(app, placement, batch_size)
+    return replicas * atomic * (accum + 1)
+
+
+def _split(app: str, placement: tuple[int, ...], batch_size: int) -> tuple[int, int, int]:
+    """(replicas, local batch per micro-step, extra accumulation micro-steps) for a global batch."""
     a = APPLICATIONS.get(app)
     if a is None:
         raise KeyError(f"no profile for application {app!r}; profiled: {', '.join(APPLICATIONS)}")
@@ -161,6 +190,18 @@ def throughput(app: str, placement: tuple[int, ...], batch_size: int) -> float:
     local = max(math.ceil(batch_size / replicas - 1e-8), a.min_local_bsz)
     accum = math.ceil(local / a.max_local_bsz - 1e-8) - 1
     atomic = math.ceil(local / (accum + 1) - 1e-8)
-    step, sync = _table(app).times(placement, atomic)
-    total = step + accum * max(step - sync, 0.0)
-    return replicas * atomic * (accum + 1) / total
+    return replicas, atomic, accum
+
+
+def has_progress_tables(app: str) -> bool:
+    """Whether ``app`` ships validation tables (Pollux's job model applies to it)."""
+    a = APPLICATIONS.get(app)
+    return a is not None and efficiency_table(app, a.epochs) is not None
+
+
+def work(app: str, batch_size: float) -> float:
+    """Samples a job of ``app`` needs at a fixed global batch to complete, in Pollux's job model
+    (epochs x samples per epoch if the application ships no validation tables)."""
+    a = APPLICATIONS[app]
+    table = efficiency_table(app, a.epochs)
+    return a.work_samples if table is None else table.samples(batch_size)

@@ -73,6 +73,7 @@ class RunResult:
     wall_s: float
     cpu_s: float = 0.0  # CPU time of the run: steadier than wall time on a shared machine
     cost_model: NamedCosts | None = None  # set by the runner: the costs the run was charged
+    job_model: str = ""  # set by the runner: what a job's work means (``traces.JOB_MODELS``)
 
     @property
     def last_finish_s(self) -> float:
@@ -117,4 +118,5 @@ class RunResult:
             "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
             "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
             **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
+            **({"job_model": self.job_model} if self.job_model else {}),
         }

@@ -71,7 +71,7 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
             cluster, trace.jobs, make(name), trace.perf, costs.costs,
             on_progress=cb, decision_period_s=cfg.decision_period_s,
         )
-        results[name] = replace(sim.run(), cost_model=costs)
+        results[name] = replace(sim.run(), cost_model=costs, job_model=trace.job_model)
     return trace, cluster, results
 
 
