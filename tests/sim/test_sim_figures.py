@@ -65,6 +65,7 @@ def test_a_pollux_csv_given_as_a_path_gets_pollux_costs(tmp_path):
     by_path = _sim_json(tmp_path, "path", "--trace", str(path), "--policy", "fifo", "--limit", "12")
     by_name = _sim_json(tmp_path, "name", "--trace", "pollux:6", "--policy", "fifo", "--limit", "12")
     assert by_path["avg_jct_s"] == pytest.approx(by_name["avg_jct_s"])
+    assert by_path["job_model"] == by_name["job_model"] == "pollux-progress"
     assert by_path["cost_model"] == by_name["cost_model"] == {
         "name": "pollux", "start_s": 30.0, "resume_s": 30.0, "resize_s": 30.0, "migrate_s": 30.0,
     }
@@ -79,6 +80,7 @@ def test_restart_s_keeps_the_first_start_charge_of_the_format(tmp_path):
     assert short["cost_model"]["start_s"] == 5.0 and short["cost_model"]["resize_s"] == 5.0
     philly = _sim_json(tmp_path, "philly", "--trace", "philly", "--policy", "fifo", "--limit", "50",
                        "--gpus", "64", "--restart-s", "5")
+    assert philly["job_model"] == "recorded-duration"
     assert philly["cost_model"] == {
         "name": "default", "start_s": 0.0, "resume_s": 5.0, "resize_s": 5.0, "migrate_s": 5.0,
     }
