@@ -24,7 +24,9 @@ CLI = "import sys; from stint.cli import main; sys.argv[0] = 'stint'; main()"
 CASES = {
     "import + make('fifo')": ["-c", "from stint.policies.registry import make; make('fifo')"],
     "sim pollux:6 tiresias": ["-c", CLI, "sim", "--trace", "pollux:6", "--policy", "tiresias"],
+    "  same, --no-plots": ["-c", CLI, "sim", "--trace", "pollux:6", "--policy", "tiresias", "--no-plots"],
     "sim pollux:6 optimus": ["-c", CLI, "sim", "--trace", "pollux:6", "--policy", "optimus"],
+    "  same, --no-plots ": ["-c", CLI, "sim", "--trace", "pollux:6", "--policy", "optimus", "--no-plots"],
     "sim philly 5k fifo": ["-c", CLI, "sim", "--trace", "philly", "--limit", "5000", "--policy", "fifo"],
 }
 

@@ -56,9 +56,12 @@ class EfficiencyTable:
     def gains(self, batch: float) -> np.ndarray:
         """Progress per step at global batch ``batch``, per epoch."""
         x = np.log(self.batch_sizes)
-        q = np.log(max(float(batch), 1.0))
-        sqr = np.array([np.interp(q, x, col) for col in self.grad_sqr.T])
-        var = np.array([np.interp(q, x, col) for col in self.grad_var.T])
+        q = min(max(np.log(max(float(batch), 1.0)), x[0]), x[-1])
+        hi = min(int(np.searchsorted(x, q, side="right")), len(x) - 1)
+        lo = max(hi - 1, 0)
+        w = 0.0 if hi == lo else (q - x[lo]) / (x[hi] - x[lo])
+        sqr = (1 - w) * self.grad_sqr[lo] + w * self.grad_sqr[hi]
+        var = (1 - w) * self.grad_var[lo] + w * self.grad_var[hi]
         scale = float(batch) / self.initial_batch
         gain: np.ndarray = (var + sqr) / (var / scale + sqr)
         return gain
