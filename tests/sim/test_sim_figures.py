@@ -66,6 +66,9 @@ def test_a_pollux_csv_given_as_a_path_gets_pollux_costs(tmp_path):
     by_name = _sim_json(tmp_path, "name", "--trace", "pollux:6", "--policy", "fifo", "--limit", "12")
     assert by_path["avg_jct_s"] == pytest.approx(by_name["avg_jct_s"])
     assert by_path["job_model"] == by_name["job_model"] == "pollux-progress"
+    plain = _sim_json(tmp_path, "plain", "--trace", "pollux:6", "--policy", "fifo", "--limit", "12",
+                      "--job-model", "samples")
+    assert plain["job_model"] == "samples" and plain["avg_jct_s"] < by_name["avg_jct_s"]
     assert by_path["cost_model"] == by_name["cost_model"] == {
         "name": "pollux", "start_s": 30.0, "resume_s": 30.0, "resize_s": 30.0, "migrate_s": 30.0,
     }

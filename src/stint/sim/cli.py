@@ -36,7 +36,12 @@ def sim(
         float | None,
         typer.Option(help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."),
     ] = None,
-    plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    job_model: Annotated[
+        str,
+        typer.Option(help="Pollux traces: 'auto' (Pollux's efficiency-weighted progress where the tables "
+                     "exist) or 'samples' (epochs x samples per epoch)."),
+    ] = "auto",
+    plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
     import json
@@ -60,6 +65,9 @@ def sim(
             err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
             raise typer.Exit(2)
         nodes, gpus_per_node = gpus // 8, 8
+    if job_model not in ("auto", "samples"):
+        err.print(f"[red]--job-model must be 'auto' or 'samples' (got {job_model!r})")
+        raise typer.Exit(2)
     if restart_s is not None and restart_s < 0:
         err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
         raise typer.Exit(2)
@@ -71,6 +79,7 @@ def sim(
         seed=seed,
         filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
         restart_s=restart_s,
+        samples=job_model == "samples",
         elastic=elastic,
         decision_period_s=decide_every,
     )

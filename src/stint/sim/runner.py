@@ -37,6 +37,7 @@ class SimConfig:
     restart_s: float | None = None  # ``--restart-s``: see ``stint.sim.costs.for_format``
     elastic: bool = False
     decision_period_s: float | None = None
+    samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -59,7 +60,7 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     """Load the trace once and run each policy on it in turn."""
     for name in cfg.policies:
         make(name)  # fail fast on unknown names, before any long run
-    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic)
+    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
