@@ -139,10 +139,17 @@ class ProfileModel:
     samples it needs at its batch size B, ``work(app, B)``, and its rate on an allocation that
     rounds the batch up to B' is the samples/s there times samples(B) / samples(B'): exact for a
     job whose batch stays fixed. Without, work is epochs x samples per epoch whatever the batch.
+
+    With ``adaptive_batch`` (Pollux's agents) a job picks, on each allocation, the global batch
+    that finishes it soonest (``best_batch``), i.e. the most goodput with the efficiency averaged
+    over its whole run; its work stays in samples at its trace batch B, so the rate is scaled.
     """
 
-    def __init__(self, progress: bool = False) -> None:
+    def __init__(self, progress: bool = False, adaptive_batch: bool = False) -> None:
+        if adaptive_batch and not progress:
+            raise ValueError("an adaptive batch size needs Pollux's job model (progress=True)")
         self.progress = progress
+        self.adaptive_batch = adaptive_batch
         self._cache: dict[tuple[str, tuple[int, ...], int], float] = {}
 
     def rate(self, spec: JobSpec, allocation: Allocation) -> float:
@@ -152,12 +159,20 @@ class ProfileModel:
         key = (spec.application, placement, spec.batch_size)
         r = self._cache.get(key)
         if r is None:
-            r = throughput(spec.application, placement, spec.batch_size)
-            if self.progress:
-                actual = step_batch(spec.application, placement, spec.batch_size)
-                r *= work(spec.application, spec.batch_size) / work(spec.application, actual)
+            app, b = spec.application, spec.batch_size
+            if self.adaptive_batch:
+                r = work(app, b) * max(_fraction_rate(app, placement, c) for c in candidate_batches(app, placement))
+            elif self.progress:
+                r = work(app, b) * _fraction_rate(app, placement, b)
+            else:
+                r = throughput(app, placement, b)
             self._cache[key] = r
         return r
+
+    def best_batch(self, app: str, placement: tuple[int, ...]) -> int:
+        """With ``adaptive_batch``: the global batch a job picks on ``placement``."""
+        placement = _canonical(placement)
+        return max(candidate_batches(app, placement), key=lambda c: _fraction_rate(app, placement, c))
 
     def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
         """Samples/s for a global ``batch_size`` on ``placement`` (GPUs per node)."""
@@ -191,6 +206,26 @@ def _split(app: str, placement: tuple[int, ...], batch_size: int) -> tuple[int, 
     accum = math.ceil(local / a.max_local_bsz - 1e-8) - 1
     atomic = math.ceil(local / (accum + 1) - 1e-8)
     return replicas, atomic, accum
+
+
+def _fraction_rate(app: str, placement: tuple[int, ...], batch_size: int) -> float:
+    """Fraction of the whole job done per second at a fixed global batch on ``placement``."""
+    return throughput(app, placement, batch_size) / work(app, step_batch(app, placement, batch_size))
+
+
+@cache
+def candidate_batches(app: str, placement: tuple[int, ...]) -> tuple[int, ...]:
+    """Global batches an adaptive job may pick on ``placement``: from the initial (smallest
+    measured) batch, or a minimal local batch on every replica if that is more, to the largest
+    measured one, on a geometric grid of 2^(1/4) steps (local batches above the largest profiled
+    one use gradient accumulation)."""
+    a = APPLICATIONS[app]
+    table = efficiency_table(app, a.epochs)
+    assert table is not None
+    lo = max(float(table.batch_sizes[0]), float(sum(placement) * a.min_local_bsz))
+    hi = max(float(table.batch_sizes[-1]), lo)
+    grid = np.geomspace(lo, hi, max(int(np.log2(hi / lo) * 4) + 1, 1))
+    return tuple(sorted({round(float(b)) for b in grid} | {int(b) for b in table.batch_sizes if lo <= b <= hi}))
 
 
 def has_progress_tables(app: str) -> bool:

@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "oasis": "oasis",
     "oasis-replan": "oasis_replan",
     "optimus": "optimus",
+    "pollux": "pollux",
     "rrh": "rrh",
     "sjf": "sjf",
     "srtf": "sjf",

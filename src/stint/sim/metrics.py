@@ -74,6 +74,7 @@ class RunResult:
     cpu_s: float = 0.0  # CPU time of the run: steadier than wall time on a shared machine
     cost_model: NamedCosts | None = None  # set by the runner: the costs the run was charged
     job_model: str = ""  # set by the runner: what a job's work means (``traces.JOB_MODELS``)
+    batch: str = ""  # set by the runner: "fixed" or "adaptive" (jobs pick their batch size)
 
     @property
     def last_finish_s(self) -> float:
@@ -119,4 +120,5 @@ class RunResult:
             "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
             **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
             **({"job_model": self.job_model} if self.job_model else {}),
+            **({"batch": self.batch} if self.batch else {}),
         }

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from stint.model.cluster import Cluster
+from stint.perf.profile import ProfileModel
+from stint.policies.base import PerfModel
 from stint.policies.registry import make
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
@@ -38,6 +40,7 @@ class SimConfig:
     elastic: bool = False
     decision_period_s: float | None = None
     samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
+    batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -55,6 +58,22 @@ class SimConfig:
 
 Progress = Callable[[str, int, int], None]
 
+# Policies whose jobs pick their own batch size (Pollux's agents) when ``batch`` is "auto".
+ADAPTS_BATCH = frozenset({"pollux"})
+BATCH_MODES = ("auto", "fixed", "adaptive")
+
+
+def perf_for(trace: Trace, policy: str, batch: str) -> tuple[PerfModel, str]:
+    """The performance model a policy runs with and its batch mode ("fixed" or "adaptive").
+
+    An adaptive batch needs Pollux's job model; other traces always keep batches fixed."""
+    if batch not in BATCH_MODES:
+        raise ValueError(f"batch must be one of {', '.join(BATCH_MODES)} (got {batch!r})")
+    adaptive = batch == "adaptive" or (batch == "auto" and policy in ADAPTS_BATCH)
+    if adaptive and trace.job_model == "pollux-progress":
+        return ProfileModel(progress=True, adaptive_batch=True), "adaptive"
+    return trace.perf, "fixed"
+
 
 def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cluster, dict[str, RunResult]]:
     """Load the trace once and run each policy on it in turn."""
@@ -68,11 +87,12 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     results = {}
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
+        perf, batch = perf_for(trace, name, cfg.batch)
         sim = Simulator(
-            cluster, trace.jobs, make(name), trace.perf, costs.costs,
+            cluster, trace.jobs, make(name), perf, costs.costs,
             on_progress=cb, decision_period_s=cfg.decision_period_s,
         )
-        results[name] = replace(sim.run(), cost_model=costs, job_model=trace.job_model)
+        results[name] = replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
     return trace, cluster, results
 
 
