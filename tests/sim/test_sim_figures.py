@@ -87,3 +87,16 @@ def test_restart_s_keeps_the_first_start_charge_of_the_format(tmp_path):
     assert philly["cost_model"] == {
         "name": "default", "start_s": 0.0, "resume_s": 5.0, "resize_s": 5.0, "migrate_s": 5.0,
     }
+
+
+def test_batch_mode_is_chosen_per_policy_and_stated(tmp_path):
+    out = tmp_path / "b"
+    args = ["sim", "--trace", "pollux:6", "--policy", "fifo,pollux", "--limit", "12", "--out", str(out),
+            "--format", "json", "--no-plots"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["fifo"]["batch"], s["pollux"]["batch"]) == ("fixed", "adaptive")
+    res = CliRunner().invoke(app, [*args, "--batch", "fixed"])
+    assert json.loads((out / "summary.json").read_text())["pollux"]["batch"] == "fixed"
+    assert CliRunner().invoke(app, [*args, "--batch", "huge"]).exit_code == 2

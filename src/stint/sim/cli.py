@@ -41,6 +41,11 @@ def sim(
         typer.Option(help="Pollux traces: 'auto' (Pollux's efficiency-weighted progress where the tables "
                      "exist) or 'samples' (epochs x samples per epoch)."),
     ] = "auto",
+    batch: Annotated[
+        str,
+        typer.Option(help="Pollux traces: 'fixed' (jobs keep the trace's batch size), 'adaptive' (jobs pick "
+                     "the batch with the most goodput on each allocation) or 'auto' (adaptive under pollux)."),
+    ] = "auto",
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
@@ -68,6 +73,9 @@ def sim(
     if job_model not in ("auto", "samples"):
         err.print(f"[red]--job-model must be 'auto' or 'samples' (got {job_model!r})")
         raise typer.Exit(2)
+    if batch not in ("auto", "fixed", "adaptive"):
+        err.print(f"[red]--batch must be 'auto', 'fixed' or 'adaptive' (got {batch!r})")
+        raise typer.Exit(2)
     if restart_s is not None and restart_s < 0:
         err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
         raise typer.Exit(2)
@@ -80,6 +88,7 @@ def sim(
         filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
         restart_s=restart_s,
         samples=job_model == "samples",
+        batch=batch,
         elastic=elastic,
         decision_period_s=decide_every,
     )
