@@ -24,8 +24,9 @@ Re-planned at arrivals, completions and every ``tick_s`` (60 s, Pollux's interva
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Mapping
+
+import numpy as np
 
 from stint.model.allocation import Plan
 from stint.model.job import JobSpec
@@ -45,7 +46,7 @@ class Pollux:
         self.p = p
         self.restart_s = restart_s
         self.tick_s: float | None = tick_s
-        self._goodput: dict[tuple[object, ...], list[float]] = {}
+        self._goodput: dict[tuple[object, ...], np.ndarray] = {}
         self._restarts: dict[str, int] = {}  # reallocations this policy ordered, per active job
         self._stream: int | None = None
 
@@ -53,14 +54,15 @@ class Pollux:
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         if view.stream is None or view.stream != self._stream:
             self._stream, self._restarts = view.stream, {}
-        total = sum(int(n.capacity.gpu) for n in view.cluster.nodes)
-        per_node = max(max(int(n.capacity.gpu) for n in view.cluster.nodes), 1)
         jobs = [st for st in view.jobs if st.spec.gpus_per_worker == 1]
         if not jobs:
             return Plan()
-        fair = max(1, total // len(jobs))
-        curves = {st.job_id: self._curve(view.perf, st.spec, min(total, st.spec.max_workers), per_node) for st in jobs}
-        target = self._targets(view, jobs, curves, fair, total)
+        # GPUs this policy may hand out: the free ones and those its jobs hold (not down nodes').
+        pool = sum(view.free_gpus) + sum(st.held_gpus for st in jobs)
+        per_node = max(max(int(n.capacity.gpu) for n in view.cluster.nodes), 1)
+        fair = max(1, pool // len(jobs))
+        utilities = {st.job_id: self._utilities(view, st, self._curve(view.perf, st.spec, pool, per_node), fair) for st in jobs}
+        target = _greedy(jobs, utilities, pool)
         plan = _place_targets(view, by_id, target, {st.job_id: None for st in jobs})
         for jid in plan.allocations:
             if by_id[jid].allocation:
@@ -70,65 +72,74 @@ class Pollux:
                 self._restarts.pop(jid, None)
         return plan
 
-    def _curve(self, perf: PerfModel, spec: JobSpec, top: int, per_node: int) -> list[float]:
-        """Goodput on 0..top GPUs packed on the fewest nodes (cached per kind of job)."""
-        key = (spec.application, spec.batch_size, spec.work, top, per_node)
+    def _curve(self, perf: PerfModel, spec: JobSpec, pool: int, per_node: int) -> np.ndarray:
+        """Goodput on 0..max GPUs packed on the fewest nodes, 0 below the job's minimum (cached
+        per kind of job)."""
+        top = min(pool, spec.max_workers)
+        key = (spec.application, spec.batch_size, spec.work, spec.min_workers, top, per_node)
         got = self._goodput.get(key)
         if got is None:
-            got = self._goodput[key] = [0.0] + [perf.rate(spec, _packed(n, per_node)) for n in range(1, top + 1)]
+            rates = [perf.rate(spec, _packed(n, per_node)) if n >= spec.min_workers else 0.0 for n in range(1, top + 1)]
+            got = self._goodput[key] = np.array([0.0, *rates])
         return got
 
-    def _utility(self, s: float) -> float:
-        if s <= 0:
-            return -math.inf
-        return math.log(s) if self.p == 0 else s**self.p / self.p
+    def _utilities(self, view: ClusterView, st: JobStatus, curve: np.ndarray, fair: int) -> np.ndarray:
+        """u(speedup) on 0..max GPUs: speedup over the fair share, with the restart penalty on
+        every size but the one a running job holds; -inf where the job cannot run."""
+        base = curve[min(fair, len(curve) - 1)] or curve.max()
+        speedup = curve / base if base > 0 else np.zeros_like(curve)
+        have = st.allocation.num_workers
+        if have:
+            age = max(view.now - st.spec.arrival_s, 0.0)
+            restarts = self._restarts.get(st.job_id, 0) + 1
+            factor = max(0.0, (age - restarts * self.restart_s) / (age + self.restart_s))
+            held = speedup[have] if have < len(speedup) else 0.0
+            speedup = speedup * factor
+            if have < len(speedup):
+                speedup[have] = held
+        with np.errstate(divide="ignore"):
+            if self.p == 0:
+                u = np.log(speedup)
+            else:
+                u = np.where(speedup > 0, np.power(np.maximum(speedup, 1e-300), self.p) / self.p, -np.inf)
+        return np.asarray(u, dtype=float)
 
-    def _targets(
-        self, view: ClusterView, jobs: list[JobStatus], curves: Mapping[str, list[float]], fair: int, total: int
-    ) -> dict[str, int]:
-        def util(st: JobStatus, n: int) -> float:
-            curve = curves[st.job_id]
-            base = curve[min(fair, len(curve) - 1)]
-            s = curve[n] / base if base > 0 else 0.0
-            have = st.allocation.num_workers
-            if have and n != have:  # a restart: Pollux's re-allocation factor
-                age = max(view.now - st.spec.arrival_s, 0.0)
-                restarts = self._restarts.get(st.job_id, 0) + 1
-                s *= max(0.0, (age - restarts * self.restart_s) / (age + self.restart_s))
-            return self._utility(s)
 
-        left = total
-        target: dict[str, int] = {}
-        for st in sorted(jobs, key=lambda s: (s.spec.arrival_s, s.job_id)):
-            if left <= 0:
-                break
-            if len(curves[st.job_id]) > 1:
-                target[st.job_id] = 1
-                left -= 1
-        heap: list[tuple[float, int, str]] = []
-        by_id = {st.job_id: st for st in jobs}
+def _greedy(jobs: list[JobStatus], utilities: Mapping[str, np.ndarray], pool: int) -> dict[str, int]:
+    """Minimum sizes in arrival order, then the best step (gain in utility per GPU) at a time."""
+    left = pool
+    target: dict[str, int] = {}
+    for st in sorted(jobs, key=lambda s: (s.spec.arrival_s, s.job_id)):
+        need = st.spec.min_workers
+        u = utilities[st.job_id]
+        if need <= left and need < len(u) and np.isfinite(u[need:]).any():  # it can run at some size
+            target[st.job_id] = need
+            left -= need
+    heap: list[tuple[float, int, str]] = []
 
-        def push(st: JobStatus) -> None:
-            n = target[st.job_id]
-            top = min(len(curves[st.job_id]) - 1, n + left)
-            now_u = util(st, n)
-            best, step = 0.0, 0
-            for k in range(1, top - n + 1):
-                gain = (util(st, n + k) - now_u) / k if now_u > -math.inf else math.inf
-                if gain > best:
-                    best, step = gain, k
-            if step:
-                heapq.heappush(heap, (-best, step, st.job_id))
+    def push(jid: str) -> None:
+        n, u = target[jid], utilities[jid]
+        top = min(len(u) - 1, n + left)
+        if top <= n:
+            return
+        if not np.isfinite(u[n]):  # e.g. a young job's restart penalty: first reach a size it can use
+            reachable = np.flatnonzero(np.isfinite(u[n + 1 : top + 1]))
+            if reachable.size:
+                heapq.heappush(heap, (-np.inf, int(reachable[0]) + 1, jid))
+            return
+        gains = (u[n + 1 : top + 1] - u[n]) / np.arange(1, top - n + 1)
+        k = int(np.argmax(gains))
+        if gains[k] > 0:
+            heapq.heappush(heap, (-float(gains[k]), k + 1, jid))
 
-        for jid in target:
-            push(by_id[jid])
-        while heap and left > 0:
-            _, step, jid = heapq.heappop(heap)
-            if step > left:
-                push(by_id[jid])  # re-evaluate with what is left
-                continue
-            target[jid] += step
-            left -= step
-            push(by_id[jid])
-        return target
-
+    for jid in target:
+        push(jid)
+    while heap and left > 0:
+        _, step, jid = heapq.heappop(heap)
+        if step > left:
+            push(jid)  # re-evaluate with what is left
+            continue
+        target[jid] += step
+        left -= step
+        push(jid)
+    return target
