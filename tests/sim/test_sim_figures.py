@@ -52,6 +52,14 @@ def test_decision_period_wakes_up_after_a_tick_with_no_job():
     assert r["c"].completed and r["c"].first_start_s == 180.0 and r["c"].finish_s == 190.0
 
 
+def test_a_fractional_decision_period_decides_at_every_multiple():
+    # b arrives at 0.25: the next instant is 3 x 0.1 (0.30000000000000004 in floating point).
+    jobs = [JobSpec("a", 0.05, 1.0), JobSpec("b", 0.25, 1.0)]
+    sim = Simulator(Cluster.uniform(1, 4), jobs, Fifo(), ScalingModel(), CostModel.free(), decision_period_s=0.1)
+    r = {x.job_id: x for x in sim.run().records}
+    assert r["a"].first_start_s == pytest.approx(0.1) and r["b"].first_start_s == pytest.approx(0.3)
+
+
 def _sim_json(tmp_path, name, *args):
     out = tmp_path / name
     res = CliRunner().invoke(app, ["sim", "--out", str(out), "--format", "json", "--no-plots", *args])

@@ -218,7 +218,8 @@ class Simulator:
     def _on_period(self, t: float) -> bool:
         """With a decision period: is ``t`` a decision instant? (Then the pending one is used up.)"""
         assert self.decision_period_s is not None
-        if t % self.decision_period_s == 0.0:
+        periods = t / self.decision_period_s
+        if abs(periods - round(periods)) <= 1e-9 * max(1.0, periods):  # 3 x 0.1 is 0.30000000000000004
             if self._period_at is not None and t >= self._period_at:
                 self._period_at = None
             return True
