@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from stint.sim.metrics import RunResult
 
 
 def register(app: typer.Typer) -> None:
@@ -116,10 +119,22 @@ def sim(
         title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
         console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
         console.print(summary_table(summaries, title=title))
+        console.print(_models_line(results))
         pngs = ", jct_cdf.png, over_time.png" if plots else ""
         console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
     if plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)
+
+
+def _models_line(results: dict[str, RunResult]) -> str:
+    """What the figures assume: job model, cost model, batch mode per policy (as summary.json)."""
+    first = next(iter(results.values()))
+    costs = "?"
+    if first.cost_model is not None:
+        c = first.cost_model.costs
+        costs = f"{first.cost_model.name} (start {c.start_s:g} s, resume/resize/migrate {c.resume_s:g} s)"
+    batches = ", ".join(f"{p} {r.batch}" for p, r in results.items())
+    return f"job model: {first.job_model}; costs: {costs}; batch: {batches}"
 
 
 def _progress(console: Any) -> Any:
