@@ -6,6 +6,7 @@ from stint.model import Allocation, Cluster, JobSpec
 from stint.perf.profile import ProfileModel
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
+from stint.policies.base import ClusterView, JobStatus
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.runner import perf_for
@@ -60,3 +61,10 @@ def test_workload_6_within_fifteen_percent_of_pollux():
     assert batch == "adaptive"
     s = Simulator(Cluster.uniform(16, 4), trace.jobs, make("pollux"), perf, CostModel.pollux()).run().summary()
     assert s["avg_jct_s"] == pytest.approx(2446.0, rel=0.15)
+
+
+def test_a_plain_snapshot_as_the_control_plane_passes_it():
+    jobs = [JobStatus(spec=elastic(j, 100)) for j in "AB"]
+    view = ClusterView(now=0.0, cluster=Cluster.uniform(1, 4), jobs=jobs, free_gpus=[4], perf=ScalingModel(serial=0.1))
+    plan = make("pollux").plan(view)
+    assert {j: a.num_workers for j, a in plan.allocations.items()} == {"A": 2, "B": 2}
