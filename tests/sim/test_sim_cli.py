@@ -8,7 +8,7 @@ from stint.cli import app
 
 CONTRACT = {
     "jobs", "completed", "avg_jct_s", "p99_jct_s", "makespan_s", "gpu_utilization",
-    "total_utility", "preemptions", "policy_latency_ms_p99", "wall_s",
+    "total_utility", "preemptions", "policy_latency_ms_p99", "wall_s", "cost_model", "job_model", "batch",
 }
 
 
@@ -40,6 +40,7 @@ def test_sim_table_output_on_pollux(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "pollux:6" in res.stdout and "fifo" in res.stdout
+    assert "job model: pollux-progress; costs: pollux (start 30 s" in res.stdout and "fifo fixed" in res.stdout
 
 
 def test_malformed_trace_fails_without_results(tmp_path):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from stint.sim.metrics import RunResult
 
 
 def register(app: typer.Typer) -> None:
@@ -32,13 +35,27 @@ def sim(
     vc: Annotated[str | None, typer.Option(help="Keep only this virtual cluster (Philly).")] = None,
     start_s: Annotated[float | None, typer.Option(help="Keep jobs submitted from this offset (s).")] = None,
     end_s: Annotated[float | None, typer.Option(help="Keep jobs submitted before this offset (s).")] = None,
-    restart_s: Annotated[float | None, typer.Option(help="Cost of every resume/resize/migrate (s).")] = None,
+    restart_s: Annotated[
+        float | None,
+        typer.Option(help="Cost (s) of every resume/resize/migrate, and of the first start where the "
+                     "trace's format charges one (Pollux). Default: 30."),
+    ] = None,
     elastic: Annotated[bool, typer.Option(help="Make rigid jobs elastic: req/2 to 2*req workers.")] = False,
     decide_every: Annotated[
         float | None,
         typer.Option(help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."),
     ] = None,
-    plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    job_model: Annotated[
+        str,
+        typer.Option(help="Pollux traces: 'auto' (Pollux's efficiency-weighted progress where the tables "
+                     "exist) or 'samples' (epochs x samples per epoch)."),
+    ] = "auto",
+    batch: Annotated[
+        str,
+        typer.Option(help="Pollux traces: 'fixed' (jobs keep the trace's batch size), 'adaptive' (jobs pick "
+                     "the batch with the most goodput on each allocation) or 'auto' (adaptive under pollux)."),
+    ] = "auto",
+    plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
     import json
@@ -47,8 +64,7 @@ def sim(
     from rich.console import Console
 
     from stint.policies.registry import UnknownPolicyError
-    from stint.sim.costs import CostModel
-    from stint.sim.runner import SimConfig, run_all, write_results
+    from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import Filters, TraceError
 
     err = Console(stderr=True)
@@ -71,9 +87,15 @@ def sim(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     policy = policy or conf.name or "fifo,srtf,drf,tiresias"
-    costs = None
-    if restart_s is not None:
-        costs = CostModel(start_s=0.0, resume_s=restart_s, resize_s=restart_s, migrate_s=restart_s)
+    if job_model not in ("auto", "samples"):
+        err.print(f"[red]--job-model must be 'auto' or 'samples' (got {job_model!r})")
+        raise typer.Exit(2)
+    if batch not in ("auto", "fixed", "adaptive"):
+        err.print(f"[red]--batch must be 'auto', 'fixed' or 'adaptive' (got {batch!r})")
+        raise typer.Exit(2)
+    if restart_s is not None and restart_s < 0:
+        err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
+        raise typer.Exit(2)
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
@@ -82,7 +104,9 @@ def sim(
         gpus_per_node=gpus_per_node,
         seed=seed,
         filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
-        costs=costs,
+        restart_s=restart_s,
+        samples=job_model == "samples",
+        batch=batch,
         elastic=elastic,
         decision_period_s=decide_every,
     )
@@ -96,19 +120,36 @@ def sim(
                 bar.update(tasks[name], completed=done)
 
             trace_obj, cluster, results = run_all(cfg, progress)
-        summaries = write_results(out, cluster, results, plots=plots)
+        summaries = write_results(out, results)
     except (TraceError, UnknownPolicyError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if format == "json":
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
-        return
-    from stint.report.tables import summary_table
+        sys.stdout.flush()
+    else:
+        from stint.report.tables import summary_table
 
-    title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {cluster.nodes[0].capacity.gpu:g} GPUs"
-    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
-    console.print(summary_table(summaries, title=title))
-    console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv, jct_cdf.png, over_time.png)")
+        gpn = cluster.nodes[0].capacity.gpu
+        title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
+        console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
+        console.print(summary_table(summaries, title=title))
+        console.print(_models_line(results))
+        pngs = ", jct_cdf.png, over_time.png" if plots else ""
+        console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
+    if plots:  # after the figures are out: the slowest and least needed part
+        write_plots(out, cluster, results)
+
+
+def _models_line(results: dict[str, RunResult]) -> str:
+    """What the figures assume: job model, cost model, batch mode per policy (as summary.json)."""
+    first = next(iter(results.values()))
+    costs = "?"
+    if first.cost_model is not None:
+        c = first.cost_model.costs
+        costs = f"{first.cost_model.name} (start {c.start_s:g} s, resume/resize/migrate {c.resume_s:g} s)"
+    batches = ", ".join(f"{p} {r.batch}" for p, r in results.items())
+    return f"job model: {first.job_model}; costs: {costs}; batch: {batches}"
 
 
 def _progress(console: Any) -> Any:

@@ -11,7 +11,7 @@ next step boundary and its cost is folded into the resume.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from stint.reconcile import ActionKind
 
@@ -49,3 +49,29 @@ class CostModel:
     def free() -> CostModel:
         """Costless actions (for hand-computed schedules)."""
         return CostModel(0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedCosts:
+    """A cost model and the rule it came from (``summary.json`` states both)."""
+
+    name: str  # "pollux" (Pollux-format traces), "default" (others) or "given" (set by the caller)
+    costs: CostModel
+
+    def as_dict(self) -> dict[str, float | str]:
+        return {"name": self.name, **asdict(self.costs)}
+
+
+def for_format(fmt: str, restart_s: float | None = None) -> NamedCosts:
+    """The cost model of a trace format, chosen by what the file is, not what it is called.
+
+    Pollux-format traces get Pollux's model (every non-empty allocation, the first start
+    included, costs 30 s); any other format the default (first start free). ``restart_s``
+    replaces the cost of every resume, resize and migration, and of the first start where the
+    format charges one, so ``--restart-s 30`` on a Pollux trace is Pollux's model unchanged.
+    """
+    name, base = ("pollux", CostModel.pollux()) if fmt == "pollux" else ("default", CostModel())
+    if restart_s is None:
+        return NamedCosts(name, base)
+    start = restart_s if base.start_s > 0 else 0.0
+    return NamedCosts(name, CostModel(start_s=start, resume_s=restart_s, resize_s=restart_s, migrate_s=restart_s))

@@ -183,6 +183,8 @@ class Simulator:
         if kind is EventKind.TICK:
             if self._tick_at is not None and t >= self._tick_at:
                 self._tick_at = None
+            if self._period_at is not None and t >= self._period_at:
+                self._period_at = None  # the decision wake-up has fired, even if no job is left
             return True
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
@@ -209,7 +211,8 @@ class Simulator:
     def _on_period(self, t: float) -> bool:
         """With a decision period: is ``t`` a decision instant? (Then the pending one is used up.)"""
         assert self.decision_period_s is not None
-        if t % self.decision_period_s == 0.0:
+        periods = t / self.decision_period_s
+        if abs(periods - round(periods)) <= 1e-9 * max(1.0, periods):  # 3 x 0.1 is 0.30000000000000004
             if self._period_at is not None and t >= self._period_at:
                 self._period_at = None
             return True

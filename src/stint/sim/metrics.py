@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from stint.sim.costs import NamedCosts
+
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
@@ -64,19 +66,32 @@ class RunResult:
     total_gpus: int
     busy_gpu_s: float
     start_s: float
-    end_s: float
+    end_s: float  # the last event the engine processed (stale completions and ticks included)
     series: tuple[array[float], array[float], array[float]]  # time, busy GPUs, waiting jobs
     latencies_s: array[float]
     events: int
     wall_s: float
     cpu_s: float = 0.0  # CPU time of the run: steadier than wall time on a shared machine
     refusals: list[str] = field(default_factory=list)  # actions the ledger refused, with why
+    cost_model: NamedCosts | None = None  # set by the runner: the costs the run was charged
+    job_model: str = ""  # set by the runner: what a job's work means (``traces.JOB_MODELS``)
+    batch: str = ""  # set by the runner: "fixed" or "adaptive" (jobs pick their batch size)
+
+    @property
+    def last_finish_s(self) -> float:
+        """When the last job that held GPUs left: its completion, or its rejection after running.
+
+        Makespan and utilization end here, not at ``end_s``: the engine may still pop stale
+        completion events and ticks after the last job is done.
+        """
+        ends = (r.finish_s for r in self.records if r.completed or r.attained_gpu_s > 0)
+        return max(ends, default=self.start_s)
 
     def summary(self) -> dict[str, Any]:
         done = [r for r in self.records if r.completed]
         jct = np.fromiter((r.jct_s for r in done), dtype=float, count=len(done))
         lat_ms = np.frombuffer(self.latencies_s, dtype=float) * 1e3 if len(self.latencies_s) else np.zeros(1)
-        span = max(self.end_s - self.start_s, 0.0)
+        span = max(self.last_finish_s - self.start_s, 0.0)
 
         def pct(q: float) -> float:
             return float(np.percentile(jct, q)) if len(jct) else 0.0
@@ -105,4 +120,7 @@ class RunResult:
             "cpu_s": self.cpu_s,
             "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
             "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
+            **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
+            **({"job_model": self.job_model} if self.job_model else {}),
+            **({"batch": self.batch} if self.batch else {}),
         }

@@ -1,8 +1,9 @@
 """Run several policies on one trace and write the results (the body of ``stint sim``).
 
-Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, ``jct_cdf.png``
-and ``over_time.png``. Nothing is written until every policy has finished, so an interrupted or
-failed run never leaves a summary that looks complete.
+Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, then
+``jct_cdf.png`` and ``over_time.png``. Nothing is written until every policy has finished, so an
+interrupted or failed run never leaves a summary that looks complete; the plots come after the
+summary, so its figures never wait for matplotlib.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from stint.model.cluster import Cluster
+from stint.perf.profile import ProfileModel
+from stint.policies.base import PerfModel
 from stint.policies.registry import make_with_options
-from stint.sim.costs import CostModel
+from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
 from stint.sim.traces import Filters, Trace, load
@@ -33,49 +36,70 @@ class SimConfig:
     gpus_per_node: int | None = None
     seed: int = 0
     filters: Filters = field(default_factory=Filters)
-    costs: CostModel | None = None
+    costs: CostModel | None = None  # overrides the format's model and ``restart_s`` entirely
+    restart_s: float | None = None  # ``--restart-s``: see ``stint.sim.costs.for_format``
     elastic: bool = False
     decision_period_s: float | None = None
+    samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
+    batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
-        pollux = trace.name.startswith("pollux") or trace.perf.__class__.__name__ == "ProfileModel"
+        pollux = trace.format == "pollux"
         per_node = self.gpus_per_node or (4 if pollux else 8)
         nodes = self.nodes or (16 if pollux else 64)
         return Cluster.uniform(nodes, per_node)
 
-    def cost_model(self, trace: Trace) -> CostModel:
-        """Given costs, else Pollux's 30 s per (re)allocation for Pollux workloads, else defaults."""
+    def cost_model(self, trace: Trace) -> NamedCosts:
+        """Given costs, else the model of the trace's format (by its header, not its name)."""
         if self.costs is not None:
-            return self.costs
-        return CostModel.pollux() if trace.name.startswith("pollux") else CostModel()
+            return NamedCosts("given", self.costs)
+        return for_format(trace.format, self.restart_s)
 
 
 Progress = Callable[[str, int, int], None]
+
+# Policies whose jobs pick their own batch size (Pollux's agents) when ``batch`` is "auto".
+ADAPTS_BATCH = frozenset({"pollux"})
+BATCH_MODES = ("auto", "fixed", "adaptive")
+
+
+def perf_for(trace: Trace, policy: str, batch: str) -> tuple[PerfModel, str]:
+    """The performance model a policy runs with and its batch mode ("fixed" or "adaptive").
+
+    An adaptive batch needs Pollux's job model; other traces always keep batches fixed."""
+    if batch not in BATCH_MODES:
+        raise ValueError(f"batch must be one of {', '.join(BATCH_MODES)} (got {batch!r})")
+    adaptive = batch == "adaptive" or (batch == "auto" and policy in ADAPTS_BATCH)
+    if adaptive and trace.job_model == "pollux-progress":
+        return ProfileModel(progress=True, adaptive_batch=True), "adaptive"
+    return trace.perf, "fixed"
 
 
 def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cluster, dict[str, RunResult]]:
     """Load the trace once and run each policy on it in turn."""
     for name in cfg.policies:
         make_with_options(name, cfg.policy_options)  # fail fast on bad names and options
-    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic)
+    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
+    costs = cfg.cost_model(trace)
     results = {}
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
+        perf, batch = perf_for(trace, name, cfg.batch)
         sim = Simulator(
-            cluster, trace.jobs, make_with_options(name, cfg.policy_options), trace.perf,
-            cfg.cost_model(trace),
+            cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
             on_progress=cb, decision_period_s=cfg.decision_period_s,
         )
-        results[name] = sim.run()
+        results[name] = replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
     return trace, cluster, results
 
 
-def write_results(out: Path, cluster: Cluster, results: dict[str, RunResult], plots: bool = True) -> dict[str, Any]:
-    """Write every output into a temporary directory, then move the files into ``out``."""
+def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:
+    """Write the figures: every ``jobs.csv`` into a temporary directory, then move them into
+    ``out`` with ``summary.json`` last. Plots are separate (``write_plots``), after it."""
     out.mkdir(parents=True, exist_ok=True)
     summaries = {name: r.summary() for name, r in results.items()}
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
@@ -86,18 +110,28 @@ def write_results(out: Path, cluster: Cluster, results: dict[str, RunResult], pl
                 w = csv.writer(fh)
                 w.writerow(CSV_FIELDS)
                 w.writerows(record_row(rec) for rec in r.records)
-        if plots:
-            from stint.report.plots import jct_cdf, over_time
-
-            jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
-            over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
         (staging / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
-        for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
-            if item.is_file():
-                dest = out / item.relative_to(staging)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)  # summary.json goes last
+        _move_in(staging, out)
     return summaries
+
+
+def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
+    """``jct_cdf.png`` and ``over_time.png`` (matplotlib is imported only here)."""
+    from stint.report.plots import jct_cdf, over_time
+
+    with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
+        staging = Path(tmp)
+        jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
+        over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
+        _move_in(staging, out)
+
+
+def _move_in(staging: Path, out: Path) -> None:
+    for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
+        if item.is_file():
+            dest = out / item.relative_to(staging)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(item, dest)  # summary.json goes last
 
 
 def _rebased(r: RunResult) -> tuple[list[float], Any, Any]:

@@ -28,12 +28,21 @@ from typing import IO
 
 from stint.model.job import JobSpec, Tier
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
-from stint.perf.profile import APPLICATIONS, ProfileModel
+from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
 from stint.perf.scaling import ScalingModel
 from stint.policies.base import PerfModel
 
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
 POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
+
+
+# What a job's ``work`` counts, per trace format (``summary.json`` states it as ``job_model``).
+JOB_MODELS = {
+    "recorded-duration": "seconds of the recorded run at the requested size (Philly format)",
+    "pollux-progress": "samples to the application's last epoch at the job's batch size, weighted "
+    "by statistical efficiency (Pollux format, applications with validation tables)",
+    "samples": "epochs x samples per epoch, whatever the batch size (Pollux format otherwise)",
+}
 
 
 class TraceError(ValueError):
@@ -46,6 +55,8 @@ class Trace:
     jobs: list[JobSpec]
     perf: PerfModel
     source: str
+    format: str  # "philly" or "pollux": what the file's header says, whatever its name
+    job_model: str  # what a job's work means: see JOB_MODELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +70,13 @@ class Filters:
     end_s: float | None = None
 
 
-def load(spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False) -> Trace:
-    """Load ``philly``, ``pollux:N`` (N = 1..8) or a CSV path in either format (.csv or .csv.gz)."""
+def load(
+    spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False
+) -> Trace:
+    """Load ``philly``, ``pollux:N`` (N = 1..8) or a CSV path in either format (.csv or .csv.gz).
+
+    Pollux-format jobs follow Pollux's job model (``pollux-progress``) when every application
+    in the trace ships validation tables, else (or with ``samples=True``) the sample count."""
     if spec == "philly":
         path, label = _data_path("philly.csv.gz"), "philly"
     elif spec.startswith("pollux:"):
@@ -77,15 +93,16 @@ def load(spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: boo
         header = next(reader, None)
         perf: PerfModel
         if header == PHILLY_COLUMNS:
-            jobs, perf = _philly(reader, str(path), filters), ScalingModel()
+            jobs, perf, fmt, model = _philly(reader, str(path), filters), ScalingModel(), "philly", "recorded-duration"
         elif header == POLLUX_COLUMNS:
-            jobs, perf = _pollux(reader, str(path), filters), ProfileModel()
+            jobs, fmt = _pollux(reader, str(path), filters), "pollux"
+            jobs, perf, model = _pollux_job_model(jobs, samples)
         else:
             raise TraceError(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
-    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path))
+    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path), fmt, model)
 
 
 def _data_path(name: str) -> Path:
@@ -184,6 +201,13 @@ def _pollux(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]
             )
         )
     return jobs
+
+
+def _pollux_job_model(jobs: list[JobSpec], samples: bool) -> tuple[list[JobSpec], PerfModel, str]:
+    """Pollux's job model (work at each job's batch size) if every application has its tables."""
+    if samples or not all(has_progress_tables(j.application) for j in jobs):
+        return jobs, ProfileModel(), "samples"
+    return [replace(j, work=work(j.application, j.batch_size)) for j in jobs], ProfileModel(progress=True), "pollux-progress"
 
 
 def _keep(offset_s: float, vc: str, f: Filters) -> bool:

@@ -1,0 +1,114 @@
+"""Pollux's job model: progress weighted by statistical efficiency, from the validation tables.
+
+Each profiled application ships one table per measured global batch size B
+(``data/pollux/profiles/<app>/validation-<B>.csv.gz``): per epoch, the cumulative *progress*
+(in optimizer steps at the application's initial batch size B0, weighted by statistical
+efficiency) and the gradient statistics measured during that epoch (``grad_sqr``, the squared norm
+of the mean gradient; ``grad_var``, its variance). From them (Pollux, OSDI'21, §3.1):
+
+- epoch e ends when progress reaches p_e, the smallest progress any table records at epoch e;
+  the job is complete at p_E, E the application's last epoch (``Application.epochs``);
+- one step at batch B during epoch e advances progress by the gain
+  (grad_var + grad_sqr) / (grad_var / s + grad_sqr), s = B / B0, with that epoch's statistics
+  at batch B (interpolated linearly in log B between the measured sizes, clamped at the ends);
+- so a job kept at batch B needs ``steps(B)`` = sum over epochs of (p_e - p_{e-1}) / gain_e(B)
+  steps, i.e. ``samples(B)`` = B x steps(B) samples.
+
+Large batches make less progress per sample, so they need more samples: CIFAR-10 at B = 4,096
+needs 1.76x the samples of B0 = 128. The engine needs a constant rate between events, which
+this gives exactly for a job whose batch stays fixed: its work is ``samples(B)`` and its rate on
+an allocation is the samples/s there, scaled by samples(B) / samples(B') when the allocation
+rounds the batch up to B' (a local batch of ceil(B / replicas) on each replica).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class EfficiencyTable:
+    """One application's validation tables, cut at its last epoch."""
+
+    app: str
+    batch_sizes: np.ndarray  # measured global batch sizes, ascending; [0] is B0
+    grad_sqr: np.ndarray  # [batch size, epoch]
+    grad_var: np.ndarray  # [batch size, epoch]
+    epoch_progress: np.ndarray  # [epoch]: p_e, the smallest progress recorded at epoch e
+
+    @property
+    def initial_batch(self) -> int:
+        return int(self.batch_sizes[0])
+
+    @property
+    def target(self) -> float:
+        """Progress at completion (the last epoch's), in steps at the initial batch size."""
+        return float(self.epoch_progress[-1])
+
+    def gains(self, batch: float) -> np.ndarray:
+        """Progress per step at global batch ``batch``, per epoch."""
+        x = np.log(self.batch_sizes)
+        q = min(max(np.log(max(float(batch), 1.0)), x[0]), x[-1])
+        hi = min(int(np.searchsorted(x, q, side="right")), len(x) - 1)
+        lo = max(hi - 1, 0)
+        w = 0.0 if hi == lo else (q - x[lo]) / (x[hi] - x[lo])
+        sqr = (1 - w) * self.grad_sqr[lo] + w * self.grad_sqr[hi]
+        var = (1 - w) * self.grad_var[lo] + w * self.grad_var[hi]
+        scale = float(batch) / self.initial_batch
+        gain: np.ndarray = (var + sqr) / (var / scale + sqr)
+        return gain
+
+    def steps(self, batch: float) -> float:
+        """Optimizer steps at a fixed global ``batch`` from the start to completion."""
+        return steps_to_complete(self, float(batch))
+
+    def samples(self, batch: float) -> float:
+        """Training samples at a fixed global ``batch`` from the start to completion."""
+        return float(batch) * self.steps(batch)
+
+
+@cache
+def steps_to_complete(table: EfficiencyTable, batch: float) -> float:
+    """``table.steps(batch)``, cached per (table, batch): it sums over every epoch."""
+    delta = np.diff(table.epoch_progress, prepend=0.0)
+    return float(np.sum(delta / table.gains(batch)))
+
+
+@cache
+def efficiency_table(app: str, epochs: int) -> EfficiencyTable | None:
+    """The shipped tables of ``app`` cut at ``epochs``, or None if it ships none."""
+    base = Path(str(resources.files("stint") / "data" / "pollux" / "profiles" / app))
+    files = sorted(base.glob("validation-*.csv.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))
+    if not files:
+        return None
+    sizes, sqr, var, progress = [], [], [], []
+    for f in files:
+        rows = _rows(f)
+        if len(rows) < epochs:
+            raise ValueError(f"{f}: {len(rows)} epochs recorded, {app} needs {epochs}")
+        sizes.append(float(f.name.split("-")[1].split(".")[0]))
+        progress.append([r[0] for r in rows[:epochs]])
+        sqr.append([r[1] for r in rows[:epochs]])
+        var.append([r[2] for r in rows[:epochs]])
+    return EfficiencyTable(
+        app=app,
+        batch_sizes=np.array(sizes),
+        grad_sqr=np.array(sqr),
+        grad_var=np.array(var),
+        epoch_progress=np.array(progress).min(axis=0),
+    )
+
+
+def _rows(path: Path) -> list[tuple[float, float, float]]:
+    """(progress, grad_sqr, grad_var) per epoch of one validation table."""
+    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        return [(float(r["progress"]), float(r["grad_sqr"]), float(r["grad_var"])) for r in reader]
