@@ -447,7 +447,7 @@ class Controller:
                 record_transition(s, job, S.ADMITTED, now, reason, target=dump_alloc(a.after))
             else:
                 job.target = dump_alloc(a.after)
-                job.reason = reason
+                job.reason, job.stop_purpose = reason, None
             self._targeted.append(job)
 
     # -- 4. launching what has a target ----------------------------------------------------
@@ -460,8 +460,8 @@ class Controller:
             if job.target and job.state in (S.ADMITTED, S.PREEMPTED) and not job.cancel_requested:
                 target = load_alloc(job.target)
                 if fits(target, free):
-                    why = job.reason if job.state == S.ADMITTED else (
-                        f"{job.stop_purpose or 'resume'} after the checkpoint")
+                    moved = job.state == S.PREEMPTED and job.stop_purpose in ("resize", "migrate")
+                    why = f"{job.stop_purpose} after the checkpoint" if moved else job.reason
                     self._launch(s, job, target, free, held, now, effects, why)
 
     # -- 5. intents ------------------------------------------------------------------------
