@@ -37,6 +37,7 @@ def final_digest(log: Path) -> str:
     return found[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local"])
 def test_preempted_sdk_job_checkpoints_and_resumes_to_the_same_result(
     make_ex: MakeExecutor, tmp_path: Path

@@ -20,6 +20,7 @@ STEPS = 50  # about 1 s of work per attempt
 GPUS = [1, 2, 1, 1, 2, 1]  # 8 GPUs of work on a 4-GPU cluster: jobs queue behind each other
 
 
+@pytest.mark.slow
 def test_sigkill_loop_every_job_completes_exactly_once(db_url: str, tmp_path: Path) -> None:
     serve = ServeProc(tmp_path / "data", db_url)
     serve.start()
