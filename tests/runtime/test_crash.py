@@ -11,6 +11,7 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
 
 from stint.runtime.client import ApiError
