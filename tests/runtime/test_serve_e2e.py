@@ -30,7 +30,7 @@ def serve(db_url: str, tmp_path: Path) -> Iterator[ServeProc]:
 
 def started(serve: ServeProc, job: int, attempt: int) -> bool:
     """The attempt runs and has installed its SIGUSR1 handler (so a preemption checkpoints)."""
-    log = serve.data_dir / "jobs" / str(job) / "log.txt"
+    log = serve.jobs_dir / str(job) / "log.txt"
     return log.exists() and f"attempt {attempt} starts" in log.read_text()
 
 

@@ -7,15 +7,20 @@ carried out by the controller at its next step.
 
 from __future__ import annotations
 
+import getpass
+import os
+import pwd
+import stat
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -37,12 +42,18 @@ from stint.runtime.store import Caller, NewJob, Store, load_alloc
 from stint.runtime.tables import Job
 
 LOG_CHUNK = 256 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # no valid request comes near it (a command is at most 256 KiB)
+MAX_LOG_OFFSET = 2**53  # an offset beyond any log; also exact in every JSON reader
 
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
     jobs_dir: Path  # where the controller puts each job's log (``<id>/log.txt``)
     clock: Callable[[], float] = time.time  # the API is the edge: it owns a clock
+    # Multi-user mode (the control plane runs as root): every job runs as its owner's OS
+    # account. Otherwise (single-user mode) every job runs as ``own_account``.
+    multi_user: bool = False
+    own_account: str = field(default_factory=getpass.getuser)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -75,6 +86,8 @@ JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     app = FastAPI(title="stint control plane", version="1")
     app.state.store = store
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     nodes = _NodeCache(store)
 
     def own_job(job_id: int, who: Caller) -> Job:
@@ -99,7 +112,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
-        spec = _check_job(body, nodes.gpus())
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
         return out(store.add_job(spec, who, settings.clock()), who)
 
     @app.get("/v1/jobs")
@@ -121,7 +134,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: JobId, who: Who,
-             offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> LogsOut:
+             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0) -> LogsOut:
         job = own_job(job_id, who)
         text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
         return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
@@ -174,8 +187,11 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     def create_token(body: TokenIn, who: Who) -> TokenOut:
         if not who.is_admin:
             raise HTTPException(403, "only an admin may create tokens")
-        token = store.create_token(body.user, settings.clock(), admin=body.admin)
-        return TokenOut(user=body.user, admin=body.admin, token=token)
+        if body.os_user is not None:
+            _check_account(body.os_user, settings)
+        token = store.create_token(body.user, settings.clock(), admin=body.admin,
+                                   os_user=body.os_user)
+        return TokenOut(user=body.user, admin=body.admin, token=token, os_user=body.os_user)
 
     return app
 
@@ -196,7 +212,34 @@ class _NodeCache:
         return list(self.gpus())
 
 
-def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
+def _run_as(who: Caller, settings: ApiSettings) -> str | None:
+    """The OS account ``who``'s jobs run as (None: the control plane's own), or 403."""
+    if not settings.multi_user:
+        if who.os_user not in (None, settings.own_account):
+            raise HTTPException(403, f"single-user mode: this control plane runs every job as "
+                                f"{settings.own_account!r}, not as {who.os_user!r}")
+        return None
+    if who.os_user is not None:
+        return who.os_user
+    if who.is_admin:
+        return settings.own_account
+    raise HTTPException(403, f"user {who.name!r} has no OS account to run jobs as; an admin "
+                        f"sets one: stint user create {who.name} --os-user ACCOUNT")
+
+
+def _check_account(os_user: str, settings: ApiSettings) -> None:
+    """A 422 naming ``os_user`` unless jobs can run as that account here."""
+    if not settings.multi_user and os_user != settings.own_account:
+        raise unprocessable("os_user", f"single-user mode: jobs run as "
+                            f"{settings.own_account!r} only (start stint serve as root to run "
+                            "jobs as their owners)")
+    try:
+        pwd.getpwnam(os_user)
+    except KeyError:
+        raise unprocessable("os_user", f"no OS account {os_user!r} on this host") from None
+
+
+def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None) -> NewJob:
     """Cross-field and cluster checks of a submission; a 422 names the offending field."""
     gpus, lo, hi = body.bounds()
     if lo > hi:
@@ -209,7 +252,7 @@ def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
         raise unprocessable(field, f"{field} ({hi}) is more than the cluster's {total} GPUs")
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
-                  deadline_s=body.deadline_s)
+                  deadline_s=body.deadline_s, os_user=os_user, cwd=body.cwd, env=dict(body.env))
 
 
 def _nodes(store: Store) -> list[NodeOut]:
@@ -226,10 +269,85 @@ def _nodes(store: Store) -> list[NodeOut]:
 
 
 def _read_log(path: Path, offset: int) -> tuple[str, int]:
+    """Up to ``LOG_CHUNK`` bytes from ``offset``, ending on a whole UTF-8 character. The file
+    is in a directory its job owns: links are not followed, only a plain file is read."""
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(LOG_CHUNK)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return "", offset
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", offset
+        f.seek(offset)
+        data = f.read(LOG_CHUNK)
+    if len(data) == LOG_CHUNK:
+        data = data[:len(data) - _partial_tail(data)]
     return data.decode("utf-8", errors="replace"), offset + len(data)
+
+
+def _partial_tail(data: bytes) -> int:
+    """How many bytes at the end of ``data`` start a UTF-8 character that is cut off."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): is its character complete?
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else \
+                4 if byte >> 3 == 0b11110 else 1
+            return back if need > back else 0
+    return 0
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 without the offending input, which may not be JSON (NaN, 1e400, bytes)."""
+    assert isinstance(exc, RequestValidationError)
+    detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+               "type": str(e.get("type", ""))} for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes is answered 413 before anything
+    reads it (authentication included); chunked bodies are counted as they arrive."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
+                 limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
+                await _too_large(send, self.limit)
+                return
+        seen = 0
+
+        async def counted() -> MutableMapping[str, Any]:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = f'{{"detail":"request body over {limit} bytes"}}'.encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,9 +1,10 @@
 """``stint serve`` and the client commands (submit, jobs, show, logs, cancel, preempt, resize,
-migrate, nodes, token create). Heavy imports stay inside the command bodies."""
+migrate, nodes, user create, token create). Heavy imports stay inside the command bodies."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,12 +33,19 @@ def register(app: typer.Typer) -> None:
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
     app.add_typer(token_app, name="token")
+    user_app = typer.Typer(help="Users and their OS accounts (admin only).", no_args_is_help=True)
+    user_app.command("create")(user_create)
+    app.add_typer(user_app, name="user")
 
 
 def serve(
     data_dir: DataDirOpt = None,
-    db: Annotated[str | None, typer.Option(help="Database URL, e.g. postgresql://host/db "
-                                           "(default: SQLite in --data-dir)")] = None,
+    db: Annotated[str | None, typer.Option(envvar="STINT_DB", help="Database URL, e.g. "
+                                           "postgresql://host/db (default: SQLite in "
+                                           "--data-dir). A password here shows in `ps`: put "
+                                           "it in STINT_DB or PGPASSWORD instead.")] = None,
+    jobs_dir: Annotated[Path | None, typer.Option(help="Each job's log and checkpoints "
+                                                  "(default: <data-dir>-jobs).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     policy: Annotated[str, typer.Option(help="A registered policy (`stint policies`).")] = "fifo",
@@ -51,18 +59,28 @@ def serve(
     ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
                                                     "(default: $RAY_ADDRESS).")] = None,
 ) -> None:
-    """Run the control plane: HTTP API, store, reconcile loop and executor."""
+    """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
+    runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
     import logging
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     from stint.runtime.client import default_data_dir
-    from stint.runtime.serve import ServeOptions
+    from stint.runtime.executor.base import ExecutorError
+    from stint.runtime.serve import ServeOptions, StartupError
     from stint.runtime.serve import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
-                     port=port, policy=policy, executor=executor, nodes=nodes,
-                     gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
-                     max_retries=max_retries, ray_address=ray_address))
+    try:
+        run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
+                         port=port, policy=policy, executor=executor, nodes=nodes,
+                         gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
+                         max_retries=max_retries, ray_address=ray_address,
+                         jobs_dir=jobs_dir.resolve() if jobs_dir else None))
+    except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
+        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        typer.echo(f"error: stint serve cannot start: {what}", err=True)
+        raise typer.Exit(2) from None
 
 
 def submit(
@@ -74,12 +92,19 @@ def submit(
     tier: Annotated[str, typer.Option(help="premium, standard or basic.")] = "standard",
     priority: Annotated[float, typer.Option(help="Weight (utility) of the job.")] = 1.0,
     deadline: Annotated[float | None, typer.Option(help="Seconds after submission.")] = None,
+    chdir: Annotated[Path | None, typer.Option(help="Working directory of the job "
+                                               "(default: this one).")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE for the job's environment "
+                                                  "(repeatable); nothing else of this shell's "
+                                                  "environment reaches the job.")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
+    pairs = _env_pairs(env or [])
+    cwd = str((chdir or Path(os.getcwd())).absolute())
     job = _call(server, data_dir, lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
-        priority=priority, deadline_s=deadline))
+        priority=priority, deadline_s=deadline, cwd=cwd, env=pairs or None))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
 
 
@@ -175,7 +200,30 @@ def token_create(
     typer.echo(row["token"])
 
 
+def user_create(
+    user: str,
+    os_user: Annotated[str | None, typer.Option(help="The OS account the user's jobs run as "
+                                                "(must exist on the control plane's host).")] = None,
+    admin: Annotated[bool, typer.Option(help="Make the user an admin.")] = False,
+    server: ServerOpt = None, data_dir: DataDirOpt = None,
+) -> None:
+    """Create USER (or update it) with the OS account its jobs run as; print its new token."""
+    row = _call(server, data_dir, lambda c: c.create_token(user, admin, os_user))
+    typer.echo(row["token"])
+
+
 # -- helpers -------------------------------------------------------------------------------
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            typer.echo(f"error: --env {item!r}: expected KEY=VALUE", err=True)
+            raise typer.Exit(2)
+        out[key] = value
+    return out
+
+
 def _client(server: str | None, data_dir: Path | None) -> Any:
     from stint.runtime.client import ApiError, Client, resolve
 

@@ -77,8 +77,12 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return self.call("GET", "/v1/nodes")
 
-    def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
-        return self.call("POST", "/v1/tokens", json={"user": user, "admin": admin})
+    def create_token(self, user: str, admin: bool = False,
+                     os_user: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"user": user, "admin": admin}
+        if os_user is not None:
+            body["os_user"] = os_user
+        return self.call("POST", "/v1/tokens", json=body)
 
 
 def _detail(r: httpx.Response) -> str:

@@ -12,13 +12,31 @@ from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job, Transition
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
+# What the OS must accept when it starts the worker (Linux: ARG_MAX covers argv and environment
+# together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
+MAX_COMMAND_BYTES = 256 * 1024
+MAX_ENV_BYTES = 64 * 1024
 Text = Annotated[str, Field(max_length=4096)]
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+# Variables of the worker contract (see executor.base) a submission may not set.
+RESERVED_ENV = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                          "CUDA_VISIBLE_DEVICES", "HOME", "USER", "LOGNAME"})
+OS_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
 
 
 def _no_nul(value: str, field: str) -> str:
     if "\x00" in value:
         raise ValueError(f"{field} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} must be valid Unicode (no lone surrogates)") from None
     return value
+
+
+def _size(strings: list[str]) -> int:
+    """Bytes the strings take in an argv or environment block (each NUL-terminated)."""
+    return sum(len(x.encode("utf-8")) + 1 for x in strings)
 
 
 class JobIn(BaseModel):
@@ -36,6 +54,9 @@ class JobIn(BaseModel):
     tier: Tier = Tier.STANDARD
     priority: float = Field(default=1.0, ge=0.0, le=1e12, allow_inf_nan=False)
     deadline_s: float | None = Field(default=None, gt=0.0, le=1e12, allow_inf_nan=False)
+    cwd: str | None = Field(default=None, min_length=1, max_length=4096)
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
+                                                                     max_length=256)
 
     @field_validator("command")
     @classmethod
@@ -44,7 +65,29 @@ class JobIn(BaseModel):
             raise ValueError("command[0] (the program) must not be empty")
         for arg in argv:
             _no_nul(arg, "command")
+        if _size(argv) > MAX_COMMAND_BYTES:
+            raise ValueError(f"command takes {_size(argv)} bytes; the most a job may have is "
+                             f"{MAX_COMMAND_BYTES} (the OS limits a program's arguments)")
         return argv
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, cwd: str | None) -> str | None:
+        if cwd is not None and not _no_nul(cwd, "cwd").startswith("/"):
+            raise ValueError("cwd must be an absolute path")
+        return cwd
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if key.startswith("STINT_") or key in RESERVED_ENV:
+                raise ValueError(f"env: {key} is set by stint (see docs/executors.md)")
+            _no_nul(value, f"env[{key}]")
+        size = _size([f"{k}={v}" for k, v in env.items()])
+        if size > MAX_ENV_BYTES:
+            raise ValueError(f"env takes {size} bytes; the most a job may have is {MAX_ENV_BYTES}")
+        return env
 
     @field_validator("name")
     @classmethod
@@ -68,17 +111,24 @@ class MigrateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node: str = Field(min_length=1, max_length=128)
 
+    @field_validator("node")
+    @classmethod
+    def _node(cls, node: str) -> str:
+        return _no_nul(node, "node")
+
 
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     admin: bool = False
+    os_user: str | None = Field(default=None, pattern=OS_USER)  # the OS account of its jobs
 
 
 class TokenOut(BaseModel):
     user: str
     admin: bool
     token: str
+    os_user: str | None = None
 
 
 class JobOut(BaseModel):
@@ -106,6 +156,9 @@ class JobOut(BaseModel):
     pin_workers: int | None
     pin_node: str | None
     cancel_requested: bool
+    os_user: str | None  # the OS account it runs as (None: the control plane's)
+    cwd: str | None
+    env: dict[str, str]
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str]) -> JobOut:
@@ -119,7 +172,8 @@ class JobOut(BaseModel):
             finished_at=job.finished_at, failures=job.failures, preemptions=job.preemptions,
             exit_code=job.exit_code, attained_gpu_s=job.attained_gpu_s,
             pin_workers=job.pin_workers, pin_node=job.pin_node,
-            cancel_requested=job.cancel_requested,
+            cancel_requested=job.cancel_requested, os_user=job.os_user, cwd=job.cwd,
+            env=json.loads(job.env or "{}"),
         )
 
 

@@ -3,7 +3,11 @@ the executor, the policy, the controller loop and the HTTP server together."""
 
 from __future__ import annotations
 
+import getpass
 import logging
+import math
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -11,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fastapi.responses import JSONResponse
+
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import Executor
-from stint.runtime.store import Store, sqlite_url
+from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -35,13 +41,66 @@ class ServeOptions:
     grace_s: float = 30.0  # checkpoint request -> SIGTERM
     max_retries: int = 3
     ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
+    jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
+
+    def jobs_root(self) -> Path:
+        return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
+
+
+class StartupError(RuntimeError):
+    """Why ``stint serve`` cannot start (printed as one line; exit status 2)."""
+
+
+STORE_ID_FILE = "store-id"
+
+
+def check_options(opts: ServeOptions) -> None:
+    for name, value, low in (("--tick", opts.tick_s, 0.01), ("--grace", opts.grace_s, 0.0),
+                             ("--max-retries", opts.max_retries, 0), ("--nodes", opts.nodes, 1),
+                             ("--gpus-per-node", opts.gpus_per_node, 1)):
+        if not (value >= low and math.isfinite(value)):
+            raise StartupError(f"{name} must be at least {low} (and finite), not {value}")
+    if not 0 <= opts.port <= 65535:
+        raise StartupError(f"--port must be in 0..65535, not {opts.port}")
 
 
 def open_store(opts: ServeOptions) -> Store:
     opts.data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(opts.data_dir, 0o700)  # store, admin token, supervisors' state: ours alone
     store = Store(opts.db or sqlite_url(opts.data_dir))
     store.migrate()
     return store
+
+
+def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool) -> None:
+    """Tie the data and jobs directories to this store: record its id in each, or refuse if a
+    directory belongs to another store (or holds state of an unknown one), so job ids and job
+    directories are never reused by a different job."""
+    jobs = opts.jobs_root()
+    jobs.mkdir(parents=True, exist_ok=True)
+    # Users must reach their own job's directory (mode 0700, theirs) but list nothing.
+    os.chmod(jobs, 0o711 if multi_user else 0o700)
+    for d, state in ((opts.data_dir, opts.data_dir / "executor" / "jobs"), (jobs, jobs)):
+        path = d / STORE_ID_FILE
+        try:
+            known = path.read_text().strip()
+        except FileNotFoundError:
+            if state.is_dir() and any(p.name.isdigit() for p in state.iterdir()):
+                raise StartupError(f"{d} holds jobs of another store (it has no {STORE_ID_FILE}"
+                                   "); give this store a fresh directory") from None
+            path.write_text(store_id + "\n")
+            continue
+        if known != store_id:
+            raise StartupError(f"{d} belongs to store {known}, not to this store ({store_id}); "
+                               "give each store its own --data-dir and --jobs-dir")
+
+
+def reachable(path: Path) -> Path | None:
+    """The first ancestor of ``path`` that other accounts cannot traverse, if any."""
+    for d in [*reversed(path.parents), path]:
+        if d.exists() and not d.stat().st_mode & 0o001:
+            return d
+    return None
 
 
 def make_executor(opts: ServeOptions) -> Executor:
@@ -140,7 +199,35 @@ def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
         body = loop.health()
         return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
-    app.add_api_route("/v1/health/controller", controller_health, methods=["GET"])
+    app.add_api_route("/v1/health/controller", controller_health, methods=["GET"],
+                      response_class=JSONResponse, response_model=None)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
+                                    else socket.AF_INET, reuse_port=False)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _prepare(opts: ServeOptions, multi_user: bool) -> tuple[Store, socket.socket]:
+    """Everything that can refuse to start, in order: the store, its lock, the directories, the
+    port. Nothing runs yet."""
+    store = open_store(opts)
+    try:
+        store.lock(f"pid={os.getpid()} host={socket.gethostname()}")
+    except StoreLocked as exc:
+        store.close()
+        raise StartupError(f"another stint serve holds this store ({exc.holder}); one control "
+                           "plane per store") from None
+    claim_dirs(opts, store.store_id(), multi_user)
+    if multi_user and (blocked := reachable(opts.jobs_root())) is not None:
+        log.warning("job directories under %s are out of reach of job accounts (%s is mode "
+                    "%o): jobs of accounts other than %s will fail to start; pass --jobs-dir",
+                    opts.jobs_root(), blocked, blocked.stat().st_mode & 0o777, getpass.getuser())
+    return store, _listen(opts.host, opts.port)
 
 
 def serve(opts: ServeOptions) -> None:
@@ -149,19 +236,33 @@ def serve(opts: ServeOptions) -> None:
     from stint.policies import make
     from stint.runtime.api import ApiSettings, create_app
 
-    policy = make(opts.policy)  # fail before touching anything if the name is wrong
-    store = open_store(opts)
-    if store.ensure_admin_token(opts.data_dir / "admin.token", time.time()):
+    check_options(opts)
+    try:
+        policy = make(opts.policy)  # fail before touching anything if the name is wrong
+    except (KeyError, ValueError) as exc:
+        raise StartupError(str(exc).strip("'\"")) from None
+    os.umask(0o077)  # everything the control plane writes is its own (jobs' dirs are chowned)
+    multi_user = os.geteuid() == 0
+    me = getpass.getuser()
+    if multi_user:
+        log.warning("multi-user mode: every job runs as its owner's OS account")
+    else:
+        log.warning("single-user mode (not running as root): every job runs as %s, with the "
+                    "control plane's rights; run as root to isolate users", me)
+    store, sock = _prepare(opts, multi_user)
+    if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
     executor = make_executor(opts)
     controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=opts.data_dir / "jobs", max_retries=opts.max_retries, grace_s=opts.grace_s))
+        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s))
     loop = ControlLoop(controller, opts.tick_s)
     loop.start()
-    app = create_app(store, ApiSettings(jobs_dir=opts.data_dir / "jobs"))
+    app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
+                                        own_account=me))
     add_health_route(app, loop)
     try:
-        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server.run(sockets=[sock])
     finally:
         # Workers keep running: a restarted control plane re-adopts them.
         loop.stopping.set()

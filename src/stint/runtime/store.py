@@ -11,16 +11,16 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
 from stint.runtime.states import JobState, check_transition
-from stint.runtime.tables import Job, NodeRow, Override, Token, Transition, User
+from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
 
 ADMIN_NAME = "admin"
 TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
@@ -82,6 +82,14 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
+class StoreLocked(RuntimeError):
+    """Another control plane holds the store (``holder`` says which: pid and host)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(f"the store is held by {holder}")
+        self.holder = holder
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -103,6 +111,7 @@ class Caller:
     user_id: int
     name: str
     is_admin: bool
+    os_user: str | None = None  # the OS account the user's jobs run as
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,9 @@ class NewJob:
     tier: str
     priority: float
     deadline_s: float | None
+    os_user: str | None = None  # the OS account it runs as (None: the control plane's)
+    cwd: str | None = None  # its working directory (None: the account's home)
+    env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
 
 
 class Store:
@@ -131,12 +143,64 @@ class Store:
         self._callers: dict[str, tuple[Caller, float]] = {}  # token hash -> (caller, expiry)
         self._callers_lock = threading.Lock()
         self._callers_gen = 0  # bumped by forget_tokens: a lookup racing a change is not kept
+        self._lock_conn: Connection | None = None  # held by ``lock`` (PostgreSQL)
+        self._lock_fd: int | None = None  # held by ``lock`` (SQLite)
 
     def migrate(self) -> None:
         migrate(self.engine)
 
     def close(self) -> None:
+        if self._lock_conn is not None:
+            self._lock_conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_conn = self._lock_fd = None
         self.engine.dispose()
+
+    def lock(self, holder: str) -> None:
+        """Claim the store for this process until ``close`` (or its death), or raise
+        StoreLocked naming the holder. SQLite: an ``flock`` on ``<file>.lock`` (which records
+        ``holder``); PostgreSQL: a session advisory lock keyed by the store's id, on a
+        connection of its own whose ``application_name`` carries ``holder``."""
+        if self.url.startswith("sqlite"):
+            self._lock_file(self.engine.url.database or "", holder)
+        else:
+            self._lock_pg(holder)
+
+    def _lock_file(self, db_path: str, holder: str) -> None:
+        import fcntl
+
+        fd = os.open(f"{db_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown process"
+            os.close(fd)
+            raise StoreLocked(held) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"stint serve {holder}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _lock_pg(self, holder: str) -> None:
+        from sqlalchemy import text
+
+        key = int.from_bytes(hashlib.sha256(self.store_id().encode()).digest()[:8], "big",
+                             signed=True)
+        conn = self.engine.connect()
+        conn.execute(text("SELECT set_config('application_name', :n, false)"),
+                     {"n": f"stint serve {holder}"[:63]})
+        if conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            conn.commit()
+            self._lock_conn = conn
+            return
+        row = conn.execute(text(
+            "SELECT a.application_name, a.client_addr FROM pg_locks l JOIN pg_stat_activity a "
+            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.classid = :hi AND l.objid = :lo"),
+            {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF}).first()
+        conn.close()
+        raise StoreLocked(f"{row[0]} (from {row[1] or 'a local socket'})" if row
+                          else "another session")
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -151,17 +215,22 @@ class Store:
             yield s
 
     # -- users and tokens ------------------------------------------------------------------
-    def create_token(self, user: str, now: float, admin: bool = False) -> str:
-        """Create ``user`` if new and give it a fresh token (replacing any earlier one)."""
+    def create_token(self, user: str, now: float, admin: bool = False,
+                     os_user: str | None = None) -> str:
+        """Create ``user`` if new and give it a fresh token (replacing any earlier one);
+        ``os_user``, if given, becomes the OS account its jobs run as."""
         token = secrets.token_urlsafe(32)
         with self.session() as s:
             row = s.scalar(select(User).where(User.name == user))
             if row is None:
-                row = User(name=user, is_admin=admin, created_at=now)
+                row = User(name=user, is_admin=admin, created_at=now, os_user=os_user)
                 s.add(row)
                 s.flush()
-            elif admin and not row.is_admin:
-                row.is_admin = True
+            else:
+                if admin and not row.is_admin:
+                    row.is_admin = True
+                if os_user is not None:
+                    row.os_user = os_user
             old = s.get(Token, row.id)
             if old is not None:
                 s.delete(old)
@@ -181,12 +250,13 @@ class Store:
         hit = self._callers.get(hash_token(token))
         return hit[0] if hit is not None and hit[1] > time.monotonic() else None
 
-    def ensure_admin_token(self, path: Path, now: float) -> str | None:
-        """On an empty store, create the admin user and write its token to ``path`` (mode 0600)."""
+    def ensure_admin_token(self, path: Path, now: float, os_user: str | None = None) -> str | None:
+        """On an empty store, create the admin user (its jobs run as ``os_user``) and write its
+        token to ``path`` (mode 0600)."""
         with self.session() as s:
             if s.scalar(select(func.count()).select_from(User)):
                 return None
-        token = self.create_token(ADMIN_NAME, now, admin=True)
+        token = self.create_token(ADMIN_NAME, now, admin=True, os_user=os_user)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -204,17 +274,26 @@ class Store:
         if hit is not None:
             return hit
         key, gen = hash_token(token), self._callers_gen
-        q = (select(User.id, User.name, User.is_admin).join(Token, Token.user_id == User.id)
+        q = (select(User.id, User.name, User.is_admin, User.os_user)
+             .join(Token, Token.user_id == User.id)
              .where(Token.token_hash == key))
         with self._reader.connect() as conn:  # Core, no ORM session
             row = conn.execute(q).first()
         if row is None:
             return None
-        who = Caller(row.id, row.name, row.is_admin)
+        who = Caller(row.id, row.name, row.is_admin, row.os_user)
         with self._callers_lock:
             if gen == self._callers_gen:
                 self._callers[key] = (who, time.monotonic() + TOKEN_TTL_S)
         return who
+
+    def store_id(self) -> str:
+        """The store's identity (a random hex id written by the migration that created it)."""
+        with self.read() as s:
+            value = s.scalar(select(StoreMeta.value).where(StoreMeta.key == "store_id"))
+        if not value:
+            raise RuntimeError("the store has no store_id (store_meta); was it migrated?")
+        return value
 
     # -- nodes -----------------------------------------------------------------------------
     def set_nodes(self, nodes: Sequence[tuple[str, int]]) -> None:
@@ -243,7 +322,8 @@ class Store:
             "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
             "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
             "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
-            "cancel_requested": False, "preempt_requested": False,
+            "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
+            "cwd": spec.cwd, "env": json.dumps(spec.env),
         }
         with self.engine.begin() as conn:
             job_id = conn.execute(_INSERT_JOB, values).scalar_one()
