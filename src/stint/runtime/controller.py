@@ -436,16 +436,16 @@ class Controller:
                 report.launched.append(eff.job_id)
 
     def _enact_launch(self, eff: Launch, now: float) -> None:
-        """Launch one attempt; a refusal fails that job alone (at once if it can never succeed,
-        else as a worker failure), never the step."""
+        """Launch one attempt; a refusal by the executor fails that job alone (at once if it can
+        never succeed, else as a worker failure), never the step."""
         error, permanent = None, False
         try:
             (self.config.jobs_dir / str(eff.job_id)).mkdir(parents=True, exist_ok=True)
             self.executor.launch(eff.workers)
         except LaunchError as exc:
             error, permanent = str(exc), True
-        except (ExecutorError, OSError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
+        except ExecutorError as exc:  # anything else escapes the step: ``recover`` redoes it
+            error = str(exc)
         if error is not None:
             log.warning("job %s attempt %s: launch refused: %s", eff.job_id, eff.attempt, error)
         with self.store.session() as s:

@@ -244,6 +244,7 @@ class _Supervisor:
 
     def _start(self) -> subprocess.Popen[bytes]:
         env, cwd = dict(os.environ), self.cwd
+        env.pop("STINT_SHIM_TOKEN", None)  # names this supervisor (for adoption), not the job
         uid = gid = groups = None
         if self.user is not None:
             acct = resolve_account(self.user)
