@@ -195,3 +195,21 @@ def test_a_job_without_the_sdk_restarts_from_scratch_when_preempted(
     (out / "release").touch()
     job = h.run_until(jid, lambda j: j.state == "succeeded", "success")
     assert job.failures == 0 and job.preemptions == 1  # not the job's fault: no retry used
+
+
+def test_jobs_that_cannot_run_fail_at_once_and_block_no_one(h: Harness, tmp_path: Path) -> None:
+    """A command the OS refuses (2.4 MB of arguments, e.g. a row written before the API checked
+    sizes), one that does not exist and one that exits 127 each fail on their first attempt,
+    with the reason, unretried; the job behind them runs, and no step raises."""
+    huge = h.submit(["/bin/echo", *["x" * 4000] * 600])
+    missing = h.submit(["/no/such/program"])
+    e127 = h.submit(["sh", "-c", "exit 127"])
+    out = tmp_path / "out"
+    normal = h.submit(counter_cmd(5, out))
+    h.run_until(normal, lambda j: j.state == "succeeded", "the normal job to succeed", 60)
+    for jid, why in ((huge, "Argument list too long"), (missing, "No such file"),
+                     (e127, "exit codes 0:127")):
+        job = h.run_until(jid, lambda j: j.state == "failed", "failure")
+        assert (job.attempt, job.failures) == (1, 1), job.reason
+        assert why in job.reason and job.reason.endswith("cannot run, not retried")
+    assert result(out)["total"] == 15

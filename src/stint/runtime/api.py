@@ -42,7 +42,8 @@ from stint.runtime.store import Caller, NewJob, Store, load_alloc
 from stint.runtime.tables import Job
 
 LOG_CHUNK = 256 * 1024
-MAX_BODY_BYTES = 1024 * 1024  # no valid request comes near it (a command is at most 256 KiB)
+MAX_BODY_BYTES = 4 * 1024 * 1024  # larger bodies: 413 before authentication; a smaller one
+# that is still too big for the OS (a command over MAX_COMMAND_BYTES) is a 422 naming its field
 MAX_LOG_OFFSET = 2**53  # an offset beyond any log; also exact in every JSON reader
 
 

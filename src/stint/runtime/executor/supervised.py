@@ -178,7 +178,7 @@ class SupervisedExecutor(ABC):
                 if not (_exists(d, x.rank, "pid") or _exists(d, x.rank, "exit")):
                     write_json_atomic(str(d / f"rank-{x.rank}.exit"),
                                       {"returncode": 127, "ended_at": time.time(), "error": why})
-            self._stop(w.job_id, "kill", 0.0, signal.SIGUSR2, why)
+            self._stop(w.job_id, "peer_failed", 0.0, signal.SIGUSR2, why)  # FAILED: why
             raise LaunchError(f"job {w.job_id!r} attempt {w.attempt}: {why}") from None
 
     def request_stop(self, job_id: str, grace_s: float = DEFAULT_GRACE_S) -> None:
