@@ -104,3 +104,80 @@ def test_a_data_dir_never_serves_another_store(tmp_path: Path) -> None:
 def test_start_up_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str],
                                                  needle: str) -> None:
     assert needle in _serve_fails("--data-dir", str(tmp_path / "d"), *args)
+
+
+BAD_BODIES = [  # (raw JSON body of POST /v1/jobs, the field the 422 must name)
+    ('{"command": ["true"], "priority": NaN}', "priority"),
+    ('{"command": ["true"], "priority": Infinity}', "priority"),
+    ('{"command": ["true"], "deadline_s": 1e400}', "deadline_s"),
+    ('{"command": ["true"], "gpus": NaN}', "gpus"),
+    ('{"command": ["\\ud800"]}', "command"),
+    ('{"command": ["true"], "name": "a\\udfffb"}', "name"),
+    ('{"command": ["true"], "cwd": "relative/dir"}', "cwd"),
+    ('{"command": ["true"], "env": {"STINT_TOKEN": "x"}}', "env"),
+    ('{"command": ["true"], "env": {"A": "\\ud800"}}', "env"),
+]
+
+
+def test_bad_input_is_a_422_naming_the_field(serve: ServeProc) -> None:
+    c = serve.client().http
+    for body, field in BAD_BODIES:
+        r = c.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (body, r.status_code, r.text)
+        assert field in r.json()["detail"][0]["loc"], (body, r.json())
+    r = c.get("/v1/jobs/1/logs", params={"offset": 2**62})
+    assert r.status_code in (404, 422) and r.status_code < 500
+    job = c.post("/v1/jobs", json={"command": ["true"]}).json()["id"]
+    r = c.get(f"/v1/jobs/{job}/logs", params={"offset": 2**63})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "offset"]
+    r = c.get(f"/v1/jobs/{job}/logs", params={"offset": 2**53})
+    assert r.status_code == 200 and r.json()["text"] == ""
+    r = c.post(f"/v1/jobs/{job}/migrate", content='{"node": "\\udc80"}',
+               headers={"content-type": "application/json"})
+    assert r.status_code in (409, 422)
+
+
+def test_a_huge_body_is_refused_before_authentication(serve: ServeProc) -> None:
+    url = f"{serve.url}/v1/jobs"
+    r = httpx.post(url, content=b"x" * (5 << 20), headers={"content-type": "application/json"})
+    assert r.status_code == 413  # no token: the size is checked first
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(80):
+            yield b"y" * (64 << 10)
+
+    r = httpx.post(url, content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_openapi_and_docs_of_the_served_app(serve: ServeProc) -> None:
+    spec = httpx.get(f"{serve.url}/openapi.json")
+    assert spec.status_code == 200
+    assert "/v1/health/controller" in spec.json()["paths"]
+    assert httpx.get(f"{serve.url}/docs").status_code == 200
+
+
+def test_concurrent_token_creation_for_one_user(serve: ServeProc) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = serve.client()
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: c.http.post("/v1/tokens", json={"user": "eve"})
+                              .status_code, range(16)))
+    assert set(codes) == {201}
+
+
+def test_a_corrupted_store_refuses_to_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = ServeProc(data, f"sqlite:///{data / 'stint.db'}")
+    first.start()
+    c = first.client()
+    for i in range(200):
+        c.create_token(f"user{i}")
+    first.stop()
+    db = data / "stint.db"
+    raw = bytearray(db.read_bytes())
+    assert len(raw) > 3 * 4096
+    raw[2 * 4096 : 2 * 4096 + 512] = b"\xff" * 512  # a page in the middle
+    db.write_bytes(bytes(raw))
+    assert "integrity check" in _serve_fails("--data-dir", str(data))

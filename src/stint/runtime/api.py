@@ -12,10 +12,10 @@ import os
 import pwd
 import stat
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -85,9 +85,9 @@ JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 
 
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
-    app = FastAPI(title="stint control plane", version="1")
+    # The body limit is middleware: a larger body is a 413 before any route or token is read.
+    app = FastAPI(title="stint control plane", version="1", max_body_size=MAX_BODY_BYTES)
     app.state.store = store
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     app.add_exception_handler(RequestValidationError, _validation_error)
     nodes = _NodeCache(store)
 
@@ -277,8 +277,9 @@ def _read_log(path: Path, offset: int) -> tuple[str, int]:
     except OSError:
         return "", offset
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "", offset
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or offset >= st.st_size:
+            return "", offset  # (a seek beyond the file system's largest file is EINVAL)
         f.seek(offset)
         data = f.read(LOG_CHUNK)
     if len(data) == LOG_CHUNK:
@@ -304,51 +305,3 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
                "type": str(e.get("type", ""))} for e in exc.errors()]
     return JSONResponse({"detail": detail}, status_code=422)
 
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over ``limit`` bytes is answered 413 before anything
-    reads it (authentication included); chunked bodies are counted as they arrive."""
-
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
-                 limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
-                await _too_large(send, self.limit)
-                return
-        seen = 0
-
-        async def counted() -> MutableMapping[str, Any]:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _BodyTooLarge:
-            await _too_large(send, self.limit)
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body over {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})

@@ -68,6 +68,11 @@ def open_store(opts: ServeOptions) -> Store:
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(opts.data_dir, 0o700)  # store, admin token, supervisors' state: ours alone
     store = Store(opts.db or sqlite_url(opts.data_dir))
+    problem = store.integrity_problem()
+    if problem is not None:
+        store.close()
+        raise StartupError(f"the store fails its integrity check ({problem}); restore it "
+                           "from a backup")
     store.migrate()
     return store
 

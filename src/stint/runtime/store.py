@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
@@ -149,6 +160,17 @@ class Store:
     def migrate(self) -> None:
         migrate(self.engine)
 
+    def integrity_problem(self) -> str | None:
+        """SQLite: the first problem ``PRAGMA quick_check`` finds in the file, else None (a
+        PostgreSQL server checks its own pages)."""
+        if not self.url.startswith("sqlite"):
+            return None
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            first = conn.execute(text("PRAGMA quick_check")).scalar()
+        return None if first == "ok" else str(first)
+
     def close(self) -> None:
         if self._lock_conn is not None:
             self._lock_conn.close()
@@ -218,10 +240,20 @@ class Store:
     def create_token(self, user: str, now: float, admin: bool = False,
                      os_user: str | None = None) -> str:
         """Create ``user`` if new and give it a fresh token (replacing any earlier one);
-        ``os_user``, if given, becomes the OS account its jobs run as."""
+        ``os_user``, if given, becomes the OS account its jobs run as. Concurrent calls for one
+        user are serialised by the database: the loser of a race retries."""
+        for tries in range(3):
+            try:
+                return self._create_token(user, now, admin, os_user)
+            except IntegrityError:
+                if tries == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_token(self, user: str, now: float, admin: bool, os_user: str | None) -> str:
         token = secrets.token_urlsafe(32)
         with self.session() as s:
-            row = s.scalar(select(User).where(User.name == user))
+            row = s.scalar(select(User).where(User.name == user).with_for_update())
             if row is None:
                 row = User(name=user, is_admin=admin, created_at=now, os_user=os_user)
                 s.add(row)
@@ -231,10 +263,7 @@ class Store:
                     row.is_admin = True
                 if os_user is not None:
                     row.os_user = os_user
-            old = s.get(Token, row.id)
-            if old is not None:
-                s.delete(old)
-                s.flush()
+            s.execute(delete(Token).where(Token.user_id == row.id))
             s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=now))
         self.forget_tokens()  # the replaced token must stop working at once
         return token
