@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from stint.runtime.schemas import (
     MAX_ID,
+    USER_NAME,
     JobDetail,
     JobIn,
     JobOut,
@@ -36,9 +37,20 @@ from stint.runtime.schemas import (
     TokenIn,
     TokenOut,
     TransitionOut,
+    UserOut,
+    WhoAmI,
 )
 from stint.runtime.states import HOLDING, TERMINAL, JobState
-from stint.runtime.store import Caller, NewJob, Store, load_alloc
+from stint.runtime.store import (
+    ADMIN_NAME,
+    Caller,
+    LastAdminError,
+    NewJob,
+    Store,
+    UserInfo,
+    load_alloc,
+    write_token_file,
+)
 from stint.runtime.tables import Job
 
 LOG_CHUNK = 256 * 1024
@@ -55,6 +67,7 @@ class ApiSettings:
     # account. Otherwise (single-user mode) every job runs as ``own_account``.
     multi_user: bool = False
     own_account: str = field(default_factory=getpass.getuser)
+    admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -186,13 +199,40 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/tokens", status_code=201)
     def create_token(body: TokenIn, who: Who) -> TokenOut:
-        if not who.is_admin:
-            raise HTTPException(403, "only an admin may create tokens")
+        must_be_admin(who, "create tokens")
         if body.os_user is not None:
             _check_account(body.os_user, settings)
-        token = store.create_token(body.user, settings.clock(), admin=body.admin,
-                                   os_user=body.os_user)
-        return TokenOut(user=body.user, admin=body.admin, token=token, os_user=body.os_user)
+        try:
+            token = store.create_token(body.user, settings.clock(), admin=body.admin,
+                                       os_user=body.os_user)
+        except LastAdminError as exc:
+            raise unprocessable("admin", str(exc)) from None
+        if body.user == ADMIN_NAME and settings.admin_token_file is not None:
+            write_token_file(settings.admin_token_file, token)  # the CLI's default stays valid
+        row = next(u for u in store.users() if u.name == body.user)
+        return TokenOut(user=row.name, admin=row.is_admin, token=token, os_user=row.os_user)
+
+    @app.delete("/v1/tokens/{user}")
+    def revoke_token(user: Annotated[str, PathParam(pattern=USER_NAME)], who: Who) -> UserOut:
+        must_be_admin(who, "revoke tokens")
+        if user == who.name:
+            raise HTTPException(409, "an admin cannot revoke their own token (ask another "
+                                "admin, or replace it with stint token create)")
+        if not store.revoke_token(user):
+            raise HTTPException(404, f"no user {user}")
+        return next(_user_out(u) for u in store.users() if u.name == user)
+
+    @app.get("/v1/users")
+    def list_users(who: Who) -> list[UserOut]:
+        must_be_admin(who, "list users")
+        return [_user_out(u) for u in store.users()]
+
+    @app.get("/v1/whoami")
+    def whoami(who: Who) -> WhoAmI:
+        runs_as = who.os_user if settings.multi_user else settings.own_account
+        if settings.multi_user and runs_as is None and who.is_admin:
+            runs_as = settings.own_account
+        return WhoAmI(user=who.name, admin=who.is_admin, os_user=runs_as)
 
     return app
 
@@ -211,6 +251,16 @@ class _NodeCache:
 
     def names(self) -> list[str]:
         return list(self.gpus())
+
+
+def must_be_admin(who: Caller, what: str) -> None:
+    if not who.is_admin:
+        raise HTTPException(403, f"only an admin may {what}")
+
+
+def _user_out(u: UserInfo) -> UserOut:
+    return UserOut(user=u.name, admin=u.is_admin, os_user=u.os_user, created_at=u.created_at,
+                   token_created_at=u.token_created_at)
 
 
 def _run_as(who: Caller, settings: ApiSettings) -> str | None:

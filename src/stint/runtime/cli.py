@@ -16,6 +16,8 @@ ServerOpt = Annotated[str | None, typer.Option("--server", help="API URL (env ST
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Where serve keeps its state "
                                                  "(env STINT_DATA_DIR; default ~/.stint)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: "
+                                              "$STINT_TOKEN, else <data-dir>/admin.token)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -32,10 +34,13 @@ def register(app: typer.Typer) -> None:
     app.command()(nodes)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
+    token_app.command("revoke")(token_revoke)
     app.add_typer(token_app, name="token")
     user_app = typer.Typer(help="Users and their OS accounts (admin only).", no_args_is_help=True)
     user_app.command("create")(user_create)
+    user_app.command("list")(user_list)
     app.add_typer(user_app, name="user")
+    app.command()(whoami)
 
 
 def serve(
@@ -97,12 +102,12 @@ def submit(
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE for the job's environment "
                                                   "(repeatable); nothing else of this shell's "
                                                   "environment reaches the job.")] = None,
-    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
     pairs = _env_pairs(env or [])
     cwd = str((chdir or Path(os.getcwd())).absolute())
-    job = _call(server, data_dir, lambda c: c.submit(
+    job = _call((server, data_dir, token), lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
         priority=priority, deadline_s=deadline, cwd=cwd, env=pairs or None))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
@@ -110,10 +115,10 @@ def submit(
 
 def jobs(
     state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state.")] = None,
-    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """List jobs (yours; all of them for the admin)."""
-    rows = _call(server, data_dir, lambda c: c.jobs(state))
+    rows = _call((server, data_dir, token), lambda c: c.jobs(state))
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -123,9 +128,9 @@ def jobs(
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
-         data_dir: DataDirOpt = None) -> None:
+         data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """A job's details and its lifecycle transitions."""
-    row = _call(server, data_dir, lambda c: c.show(job))
+    row = _call((server, data_dir, token), lambda c: c.show(job))
     if json_out:
         typer.echo(json.dumps(row, indent=2))
         return
@@ -140,11 +145,11 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
 
 
 def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
-         server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+         server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Print a job's output (stdout and stderr of all its workers); -f follows it to the end."""
     from stint.runtime.client import ApiError
 
-    c = _client(server, data_dir)
+    c = _client((server, data_dir, token))
     offset = 0
     try:
         while True:
@@ -159,30 +164,30 @@ def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = Fal
         _fail(exc)
 
 
-def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Cancel a job (its processes are killed)."""
-    _act(job, "cancel", None, server, data_dir)
+    _act(job, "cancel", None, (server, data_dir, token))
 
 
-def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Checkpoint and stop a running job; the policy decides when it resumes."""
-    _act(job, "preempt", None, server, data_dir)
+    _act(job, "preempt", None, (server, data_dir, token))
 
 
-def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Pin a job's worker count (within its min..max): checkpoint, restart with WORKERS."""
-    _act(job, "resize", {"workers": workers}, server, data_dir)
+    _act(job, "resize", {"workers": workers}, (server, data_dir, token))
 
 
 def migrate(job: int, to: Annotated[str, typer.Option("--to", help="Node name.")],
-            server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+            server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Pin a job to a node: checkpoint, restart all its workers there."""
-    _act(job, "migrate", {"node": to}, server, data_dir)
+    _act(job, "migrate", {"node": to}, (server, data_dir, token))
 
 
-def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """The cluster's nodes with their used and free GPUs."""
-    rows = _call(server, data_dir, lambda c: c.nodes())
+    rows = _call((server, data_dir, token), lambda c: c.nodes())
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -191,12 +196,16 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
              ",".join(map(str, r["jobs"]))] for r in rows])
 
 
+AdminOpt = Annotated[bool | None, typer.Option("--admin/--no-admin", help="Make the user an "
+                                               "admin, or no longer one (default: unchanged).")]
+
+
 def token_create(
-    user: str, admin: Annotated[bool, typer.Option(help="Make the user an admin.")] = False,
-    server: ServerOpt = None, data_dir: DataDirOpt = None,
+    user: str, admin: AdminOpt = None,
+    server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Create USER (if new) and print a new API token for it; its earlier token stops working."""
-    row = _call(server, data_dir, lambda c: c.create_token(user, admin))
+    row = _call((server, data_dir, token), lambda c: c.create_token(user, admin))
     typer.echo(row["token"])
 
 
@@ -204,12 +213,38 @@ def user_create(
     user: str,
     os_user: Annotated[str | None, typer.Option(help="The OS account the user's jobs run as "
                                                 "(must exist on the control plane's host).")] = None,
-    admin: Annotated[bool, typer.Option(help="Make the user an admin.")] = False,
-    server: ServerOpt = None, data_dir: DataDirOpt = None,
+    admin: AdminOpt = None,
+    server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Create USER (or update it) with the OS account its jobs run as; print its new token."""
-    row = _call(server, data_dir, lambda c: c.create_token(user, admin, os_user))
+    row = _call((server, data_dir, token), lambda c: c.create_token(user, admin, os_user))
     typer.echo(row["token"])
+
+
+def token_revoke(user: str, server: ServerOpt = None, data_dir: DataDirOpt = None,
+                 token: TokenOpt = None) -> None:
+    """Revoke USER's token: it stops working at once (``token create`` gives a new one)."""
+    _call((server, data_dir, token), lambda c: c.revoke_token(user))
+    typer.echo(f"revoked the token of {user}")
+
+
+def user_list(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+              token: TokenOpt = None) -> None:
+    """Users with their role, OS account and whether they hold a token."""
+    rows = _call((server, data_dir, token), lambda c: c.users())
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    _table(["USER", "ADMIN", "OS USER", "TOKEN"], [
+        [r["user"], "yes" if r["admin"] else "no", r["os_user"] or "-",
+         "revoked" if r["token_created_at"] is None else "valid"] for r in rows])
+
+
+def whoami(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Who the token belongs to, its role and the OS account its jobs run as."""
+    r = _call((server, data_dir, token), lambda c: c.whoami())
+    typer.echo(f"{r['user']} ({'admin' if r['admin'] else 'user'}; jobs run as "
+               f"{r['os_user'] or 'the control plane account'})")
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -224,19 +259,23 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _client(server: str | None, data_dir: Path | None) -> Any:
+Where = tuple[str | None, Path | None, str | None]  # --server, --data-dir, --token
+
+
+def _client(where: Where) -> Any:
     from stint.runtime.client import ApiError, Client, resolve
 
+    server, data_dir, token = where
     try:
-        return Client(*resolve(server, None, data_dir))
+        return Client(*resolve(server, token, data_dir))
     except ApiError as exc:
         _fail(exc)
 
 
-def _call(server: str | None, data_dir: Path | None, fn: Any) -> Any:
+def _call(where: Where, fn: Any) -> Any:
     from stint.runtime.client import ApiError
 
-    c = _client(server, data_dir)
+    c = _client(where)
     try:
         return fn(c)
     except ApiError as exc:
@@ -245,9 +284,8 @@ def _call(server: str | None, data_dir: Path | None, fn: Any) -> Any:
         c.close()
 
 
-def _act(job: int, verb: str, body: dict[str, Any] | None, server: str | None,
-         data_dir: Path | None) -> None:
-    row = _call(server, data_dir, lambda c: c.act(job, verb, body))
+def _act(job: int, verb: str, body: dict[str, Any] | None, where: Where) -> None:
+    row = _call(where, lambda c: c.act(job, verb, body))
     typer.echo(f"job {row['id']}: {verb} requested (state {row['state']})")
 
 

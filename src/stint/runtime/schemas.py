@@ -22,6 +22,7 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 RESERVED_ENV = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                           "CUDA_VISIBLE_DEVICES", "HOME", "USER", "LOGNAME"})
 OS_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+USER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 def _no_nul(value: str, field: str) -> str:
@@ -119,8 +120,8 @@ class MigrateIn(BaseModel):
 
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    admin: bool = False
+    user: str = Field(min_length=1, max_length=64, pattern=USER_NAME)
+    admin: bool | None = None  # True/False sets the role; None keeps it (a new user: no admin)
     os_user: str | None = Field(default=None, pattern=OS_USER)  # the OS account of its jobs
 
 
@@ -129,6 +130,20 @@ class TokenOut(BaseModel):
     admin: bool
     token: str
     os_user: str | None = None
+
+
+class UserOut(BaseModel):
+    user: str
+    admin: bool
+    os_user: str | None
+    created_at: float
+    token_created_at: float | None  # None: no valid token (revoked)
+
+
+class WhoAmI(BaseModel):
+    user: str
+    admin: bool
+    os_user: str | None  # the OS account the caller's jobs run as (None: the control plane's)
 
 
 class JobOut(BaseModel):

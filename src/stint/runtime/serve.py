@@ -117,7 +117,7 @@ def make_executor(opts: ServeOptions) -> Executor:
     if opts.executor == "ray":
         from stint.runtime.executor import ray as ray_executor
 
-        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)  # type: ignore[no-any-return]
+        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)
     raise ValueError(f"unknown executor {opts.executor!r}; valid: local, ray")
 
 
@@ -263,7 +263,8 @@ def serve(opts: ServeOptions) -> None:
     loop = ControlLoop(controller, opts.tick_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
-                                        own_account=me))
+                                        own_account=me,
+                                        admin_token_file=opts.data_dir / "admin.token"))
     add_health_route(app, loop)
     try:
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

@@ -93,12 +93,38 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
+class LastAdminError(ValueError):
+    """Demoting the only admin would leave no one able to administer the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    is_admin: bool
+    os_user: str | None
+    created_at: float
+    token_created_at: float | None  # None: the token was revoked
+
+
 class StoreLocked(RuntimeError):
     """Another control plane holds the store (``holder`` says which: pid and host)."""
 
     def __init__(self, holder: str) -> None:
         super().__init__(f"the store is held by {holder}")
         self.holder = holder
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Write ``token`` to ``path`` (mode 0600) atomically: readers see the old or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 def hash_token(token: str) -> str:
@@ -237,11 +263,13 @@ class Store:
             yield s
 
     # -- users and tokens ------------------------------------------------------------------
-    def create_token(self, user: str, now: float, admin: bool = False,
+    def create_token(self, user: str, now: float, admin: bool | None = False,
                      os_user: str | None = None) -> str:
-        """Create ``user`` if new and give it a fresh token (replacing any earlier one);
-        ``os_user``, if given, becomes the OS account its jobs run as. Concurrent calls for one
-        user are serialised by the database: the loser of a race retries."""
+        """Create ``user`` if new and give it a fresh token (replacing any earlier one).
+        ``admin`` True or False sets its role (None keeps it; a new user is then no admin);
+        demoting the last admin raises LastAdminError. ``os_user``, if given, becomes the OS
+        account its jobs run as. Concurrent calls for one user are serialised by the database:
+        the loser of a race retries."""
         for tries in range(3):
             try:
                 return self._create_token(user, now, admin, os_user)
@@ -250,23 +278,49 @@ class Store:
                     raise
         raise AssertionError("unreachable")
 
-    def _create_token(self, user: str, now: float, admin: bool, os_user: str | None) -> str:
+    def _create_token(self, user: str, now: float, admin: bool | None,
+                      os_user: str | None) -> str:
         token = secrets.token_urlsafe(32)
         with self.session() as s:
             row = s.scalar(select(User).where(User.name == user).with_for_update())
             if row is None:
-                row = User(name=user, is_admin=admin, created_at=now, os_user=os_user)
+                row = User(name=user, is_admin=bool(admin), created_at=now, os_user=os_user)
                 s.add(row)
                 s.flush()
             else:
-                if admin and not row.is_admin:
-                    row.is_admin = True
+                if admin is False and row.is_admin and self._admins(s) <= 1:
+                    raise LastAdminError(f"{user} is the only admin; make another user admin "
+                                         "first")
+                if admin is not None:
+                    row.is_admin = admin
                 if os_user is not None:
                     row.os_user = os_user
             s.execute(delete(Token).where(Token.user_id == row.id))
             s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=now))
         self.forget_tokens()  # the replaced token must stop working at once
         return token
+
+    @staticmethod
+    def _admins(s: Session) -> int:
+        q = select(func.count()).select_from(User).where(User.is_admin.is_(True))
+        return int(s.scalar(q) or 0)
+
+    def revoke_token(self, user: str) -> bool:
+        """Delete ``user``'s token (it stops working at once); False if there is no such user."""
+        with self.session() as s:
+            uid = s.scalar(select(User.id).where(User.name == user))
+            if uid is None:
+                return False
+            s.execute(delete(Token).where(Token.user_id == uid))
+        self.forget_tokens()
+        return True
+
+    def users(self) -> list[UserInfo]:
+        """Every user with its role, OS account and when its current token was made (or None)."""
+        q = (select(User.name, User.is_admin, User.os_user, User.created_at, Token.created_at)
+             .outerjoin(Token, Token.user_id == User.id).order_by(User.id))
+        with self.read() as s:
+            return [UserInfo(n, a, o, c, t) for n, a, o, c, t in s.execute(q)]
 
     def forget_tokens(self) -> None:
         """Drop the remembered token lookups (done whenever a token is created or replaced)."""
@@ -286,11 +340,7 @@ class Store:
             if s.scalar(select(func.count()).select_from(User)):
                 return None
         token = self.create_token(ADMIN_NAME, now, admin=True, os_user=os_user)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
-        os.chmod(path, 0o600)
+        write_token_file(path, token)
         return token
 
     def caller_for_token(self, token: str) -> Caller | None:
