@@ -181,3 +181,38 @@ def test_a_corrupted_store_refuses_to_start(tmp_path: Path) -> None:
     raw[2 * 4096 : 2 * 4096 + 512] = b"\xff" * 512  # a page in the middle
     db.write_bytes(bytes(raw))
     assert "integrity check" in _serve_fails("--data-dir", str(data))
+
+
+def _wait_exit(serve: ServeProc) -> str:
+    assert serve.proc is not None
+    serve.proc.wait(60)
+    return (serve.data_dir.parent / "serve.log").read_text()
+
+
+def test_sigterm_names_the_jobs_it_leaves_and_drain_checkpoints_them(db_url: str,
+                                                                     tmp_path: Path) -> None:
+    serve = ServeProc(tmp_path / "data", db_url)
+    serve.start()
+    out = tmp_path / "out"
+    try:
+        c = serve.client()
+        job = c.submit(command=counter_cmd(30, out, "--hold"))["id"]
+        log = serve.jobs_dir / str(job) / "log.txt"
+        wait_for(lambda: log.exists() and "starts at step 0" in log.read_text(), 60, "start")
+        assert serve.proc is not None
+        serve.proc.terminate()  # SIGTERM: the job keeps running, and the log says so
+        assert "still running, by design" in _wait_exit(serve)
+        serve.start()  # re-adopts it
+        assert serve.cli("drain").startswith(f"draining (jobs {job})")
+        text = _wait_exit(serve)
+        assert "drained: every job stopped" in text
+        assert "checkpointed at step 30" in log.read_text()
+        serve.start()  # the checkpoint is applied, the job resumes from it and finishes
+        wait_for(lambda: "starts at step 30" in log.read_text(), 60, "the resume")
+        (out / "release").touch()
+        c = serve.client()
+        wait_for(lambda: c.show(job)["state"] == "succeeded", 60, "success")
+        assert json.loads((out / "result.json").read_text())["total"] == 30 * 31 // 2
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)

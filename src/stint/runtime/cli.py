@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
     user_app.command("list")(user_list)
     app.add_typer(user_app, name="user")
     app.command()(whoami)
+    app.command()(drain)
 
 
 def serve(
@@ -63,6 +64,9 @@ def serve(
     max_retries: Annotated[int, typer.Option(help="Worker failures a job survives.")] = 3,
     ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
                                                     "(default: $RAY_ADDRESS).")] = None,
+    drain: Annotated[bool, typer.Option("--drain", help="On SIGTERM/SIGINT, checkpoint and stop "
+                                        "every job before exiting (default: leave them "
+                                        "running for the next start).")] = False,
 ) -> None:
     """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
     runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
@@ -81,7 +85,7 @@ def serve(
                          port=port, policy=policy, executor=executor, nodes=nodes,
                          gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
                          max_retries=max_retries, ray_address=ray_address,
-                         jobs_dir=jobs_dir.resolve() if jobs_dir else None))
+                         jobs_dir=jobs_dir.resolve() if jobs_dir else None, drain=drain))
     except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
         what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         typer.echo(f"error: stint serve cannot start: {what}", err=True)
@@ -238,6 +242,14 @@ def user_list(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: Dat
     _table(["USER", "ADMIN", "OS USER", "TOKEN"], [
         [r["user"], "yes" if r["admin"] else "no", r["os_user"] or "-",
          "revoked" if r["token_created_at"] is None else "valid"] for r in rows])
+
+
+def drain(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Admin: checkpoint and stop every job, then stop stint serve (they resume at its next
+    start)."""
+    r = _call((server, data_dir, token), lambda c: c.call("POST", "/v1/drain"))
+    jobs = ", ".join(r["draining"]) or "none"
+    typer.echo(f"draining (jobs {jobs}); stint serve exits once they have checkpointed")
 
 
 def whoami(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:

@@ -7,6 +7,7 @@ import getpass
 import logging
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from fastapi.responses import JSONResponse
 
+from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
-from stint.runtime.executor.base import Executor
+from stint.runtime.executor.base import TERM_GRACE_S, Executor
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class ServeOptions:
     max_retries: int = 3
     ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
     jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
+    drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
 
     def jobs_root(self) -> Path:
         return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
@@ -208,6 +211,48 @@ def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
                       response_class=JSONResponse, response_model=None)
 
 
+def add_drain_route(app: FastAPI, request: Callable[[], list[str]]) -> None:
+    """``POST /v1/drain`` (admin): checkpoint and stop every job, then exit (``stint drain``);
+    202 with the ids of the jobs being drained."""
+
+    def drain(who: Who) -> dict[str, list[str]]:
+        must_be_admin(who, "drain the control plane")
+        return {"draining": request()}
+
+    app.add_api_route("/v1/drain", drain, methods=["POST"], status_code=202)
+
+
+def shut_down(loop: ControlLoop, executor: Executor, drain: bool, grace_s: float) -> None:
+    """Stop the loop; with ``drain``, ask every running job to checkpoint and wait for it (up
+    to the grace period and the SIGTERM escalation). Jobs left running are named in the log: by
+    design they outlive the control plane, and the next ``stint serve`` re-adopts them. The
+    drained jobs' exits are applied (they become preempted, then resume) at the next start."""
+    loop.stopping.set()
+    loop.join(timeout=10)
+    left = sorted(executor.running())
+    if drain and left:
+        log.warning("draining: %d job(s) asked to checkpoint and exit (grace %ss): %s",
+                    len(left), grace_s, ", ".join(left))
+        for job in left:
+            executor.request_stop(job, grace_s)
+        deadline = time.monotonic() + grace_s + TERM_GRACE_S + 5.0
+        while (left := sorted(executor.running())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not left:
+            log.warning("drained: every job stopped; their checkpoints resume when stint serve "
+                        "starts again")
+    if left:
+        log.warning("stopping with %d job(s) still running, by design (a restarted stint serve "
+                    "re-adopts them; stint drain or serve --drain stops them first): %s",
+                    len(left), ", ".join(left))
+    elif not drain:
+        log.warning("stopping; no job is running")
+
+
+def _terminated(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def _listen(host: str, port: int) -> socket.socket:
     try:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
@@ -266,12 +311,20 @@ def serve(opts: ServeOptions) -> None:
                                         own_account=me,
                                         admin_token_file=opts.data_dir / "admin.token"))
     add_health_route(app, loop)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    drain = [opts.drain]
+
+    def request_drain() -> list[str]:
+        drain[0] = server.should_exit = True
+        return sorted(executor.running())
+
+    add_drain_route(app, request_drain)
+    # uvicorn answers SIGTERM by shutting down, then raises it again with the handler found at
+    # start: this one, so that the shutdown below runs (and logs) instead of the default death.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         server.run(sockets=[sock])
     finally:
-        # Workers keep running: a restarted control plane re-adopts them.
-        loop.stopping.set()
-        loop.join(timeout=10)
+        shut_down(loop, executor, drain[0], opts.grace_s)
         executor.close()
         store.close()
