@@ -140,3 +140,34 @@ def test_nodes_logs_and_openapi(api: TestClient, admin: str, tmp_path: Path) -> 
     assert api.get(f"/v1/jobs/{jid}/logs?offset=6", headers=h).json()["text"] == "world\n"
     schema = api.get("/openapi.json").json()
     assert "/v1/jobs" in schema["paths"] and "/v1/jobs/{job_id}/migrate" in schema["paths"]
+
+
+def test_nodes_show_a_user_only_their_own_jobs(api: TestClient, store: Store, admin: str) -> None:
+    from sqlalchemy import update
+
+    from stint.runtime.tables import Job
+
+    alice = api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin)).json()["token"]
+    mine = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(alice)).json()["id"]
+    other = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin)).json()["id"]
+    with store.session() as s:  # as the controller would: both hold a GPU of node-0
+        s.execute(update(Job).values(state="running", allocation="[[0, 1]]"))
+    seen = api.get("/v1/nodes", headers=auth(alice)).json()[0]
+    assert seen["jobs"] == [mine] and seen["used"] == 2  # the GPUs, not whose they are
+    assert api.get("/v1/nodes", headers=auth(admin)).json()[0]["jobs"] == [mine, other]
+
+
+def test_log_chunks_end_on_whole_characters(api: TestClient, admin: str, tmp_path: Path) -> None:
+    from stint.runtime.api import LOG_CHUNK
+
+    jid = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin)).json()["id"]
+    (tmp_path / "jobs" / str(jid)).mkdir(parents=True)
+    text = "a" * (LOG_CHUNK - 1) + "é" * 10  # the first chunk would split the first "é"
+    (tmp_path / "jobs" / str(jid) / "log.txt").write_text(text)
+    got, offset = "", 0
+    while True:
+        chunk = api.get(f"/v1/jobs/{jid}/logs?offset={offset}", headers=auth(admin)).json()
+        if not chunk["text"]:
+            break
+        got, offset = got + chunk["text"], chunk["next_offset"]
+    assert got == text and "\ufffd" not in got

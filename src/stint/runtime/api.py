@@ -8,6 +8,7 @@ carried out by the controller at its next step.
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import pwd
 import stat
@@ -22,6 +23,7 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from stint.runtime.schemas import (
@@ -53,6 +55,7 @@ from stint.runtime.store import (
 )
 from stint.runtime.tables import Job
 
+log = logging.getLogger(__name__)
 LOG_CHUNK = 256 * 1024
 MAX_BODY_BYTES = 4 * 1024 * 1024  # larger bodies: 413 before authentication; a smaller one
 # that is still too big for the OS (a command over MAX_COMMAND_BYTES) is a 422 naming its field
@@ -102,6 +105,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     app = FastAPI(title="stint control plane", version="1", max_body_size=MAX_BODY_BYTES)
     app.state.store = store
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(OperationalError, _store_unavailable)
+    app.add_exception_handler(OSError, _store_unavailable)
     nodes = _NodeCache(store)
 
     def own_job(job_id: int, who: Caller) -> Job:
@@ -195,7 +200,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/nodes")
     def list_nodes(who: Who) -> list[NodeOut]:
-        return _nodes(store)
+        return _nodes(store, who)
 
     @app.post("/v1/tokens", status_code=201)
     def create_token(body: TokenIn, who: Who) -> TokenOut:
@@ -306,14 +311,17 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
                   deadline_s=body.deadline_s, os_user=os_user, cwd=body.cwd, env=dict(body.env))
 
 
-def _nodes(store: Store) -> list[NodeOut]:
+def _nodes(store: Store, who: Caller) -> list[NodeOut]:
+    """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
+    admin)."""
     rows = store.nodes()
     used = {n.position: 0 for n in rows}
     jobs: dict[int, list[int]] = {n.position: [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
         for node, count in load_alloc(job.allocation).workers:
             used[node] = used.get(node, 0) + count
-            jobs.setdefault(node, []).append(job.id)
+            if who.is_admin or job.user_id == who.user_id:
+                jobs.setdefault(node, []).append(job.id)
     return [NodeOut(name=n.name, gpus=n.gpus, used=used[n.position],
                     free=n.gpus - used[n.position], state=n.state, jobs=jobs[n.position])
             for n in rows]
@@ -346,6 +354,15 @@ def _partial_tail(data: bytes) -> int:
                 4 if byte >> 3 == 0b11110 else 1
             return back if need > back else 0
     return 0
+
+
+async def _store_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    """The store or the disk cannot serve the request (unreachable database, full disk): a 503
+    with the reason, which the client may retry, never a bare 500."""
+    why = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
+    log.error("store unavailable: %s: %s", type(exc).__name__, why)
+    return JSONResponse({"detail": f"the control plane cannot use its store now: {why}"},
+                        status_code=503, headers={"Retry-After": "5"})
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

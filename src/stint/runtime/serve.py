@@ -80,7 +80,7 @@ def open_store(opts: ServeOptions) -> Store:
     return store
 
 
-def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool) -> None:
+def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool, max_job_id: int) -> None:
     """Tie the data and jobs directories to this store: record its id in each, or refuse if a
     directory belongs to another store (or holds state of an unknown one), so job ids and job
     directories are never reused by a different job."""
@@ -93,9 +93,12 @@ def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool) -> None:
         try:
             known = path.read_text().strip()
         except FileNotFoundError:
-            if state.is_dir() and any(p.name.isdigit() for p in state.iterdir()):
-                raise StartupError(f"{d} holds jobs of another store (it has no {STORE_ID_FILE}"
-                                   "); give this store a fresh directory") from None
+            ids = [int(p.name) for p in state.iterdir() if p.name.isdigit()] if state.is_dir() else []
+            if ids and max(ids) > max_job_id:  # (a directory from before store ids is adopted
+                # when its jobs are this store's: none has an id the store has not given out)
+                raise StartupError(f"{d} holds jobs this store never had (job {max(ids)}; it has "
+                                   f"no {STORE_ID_FILE}); give this store a fresh directory"
+                                   ) from None
             path.write_text(store_id + "\n")
             continue
         if known != store_id:
@@ -272,7 +275,7 @@ def _prepare(opts: ServeOptions, multi_user: bool) -> tuple[Store, socket.socket
         store.close()
         raise StartupError(f"another stint serve holds this store ({exc.holder}); one control "
                            "plane per store") from None
-    claim_dirs(opts, store.store_id(), multi_user)
+    claim_dirs(opts, store.store_id(), multi_user, store.max_job_id())
     if multi_user and (blocked := reachable(opts.jobs_root())) is not None:
         log.warning("job directories under %s are out of reach of job accounts (%s is mode "
                     "%o): jobs of accounts other than %s will fail to start; pass --jobs-dir",

@@ -447,6 +447,11 @@ class Store:
             s.execute(update(Job).where(Job.id == job_id).values(**columns))
             s.add(Override(job_id=job_id, kind=kind, value=value, user_id=caller.user_id, at=now))
 
+    def max_job_id(self) -> int:
+        """The largest job id given out (0 if none)."""
+        with self.read() as s:
+            return int(s.scalar(select(func.max(Job.id))) or 0)
+
     def count_jobs(self) -> int:
         with self.read() as s:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
