@@ -171,3 +171,20 @@ def test_log_chunks_end_on_whole_characters(api: TestClient, admin: str, tmp_pat
             break
         got, offset = got + chunk["text"], chunk["next_offset"]
     assert got == text and "\ufffd" not in got
+
+
+def test_per_user_limits(store: Store, admin: str, tmp_path: Path) -> None:
+    from stint.runtime.api import UserLimits
+
+    store.set_nodes([("node-0", 4)])
+    limits = UserLimits(max_jobs=2, max_gpus=3, max_command_bytes=100)
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs", limits=limits)))
+    h = auth(admin)
+    assert api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h).status_code == 201
+    r = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_gpus"]
+    r = api.post("/v1/jobs", json={"command": ["x" * 100]}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "command"]
+    assert api.post("/v1/jobs", json={"command": ["x"]}, headers=h).status_code == 201
+    r = api.post("/v1/jobs", json={"command": ["x"]}, headers=h)
+    assert r.status_code == 429 and "unfinished jobs" in r.json()["detail"]

@@ -27,6 +27,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from stint.runtime.schemas import (
+    MAX_COMMAND_BYTES,
     MAX_ID,
     USER_NAME,
     JobDetail,
@@ -63,6 +64,16 @@ MAX_LOG_OFFSET = 2**53  # an offset beyond any log; also exact in every JSON rea
 
 
 @dataclass(frozen=True, slots=True)
+class UserLimits:
+    """What one user may have at once (``stint serve --max-jobs-per-user`` ...): unfinished jobs,
+    GPUs over their unfinished jobs (each counted at its ``max_gpus``), bytes of one command."""
+
+    max_jobs: int = 10_000
+    max_gpus: int | None = None  # None: the cluster's size is the only bound
+    max_command_bytes: int = MAX_COMMAND_BYTES
+
+
+@dataclass(frozen=True, slots=True)
 class ApiSettings:
     jobs_dir: Path  # where the controller puts each job's log (``<id>/log.txt``)
     clock: Callable[[], float] = time.time  # the API is the edge: it owns a clock
@@ -71,6 +82,7 @@ class ApiSettings:
     multi_user: bool = False
     own_account: str = field(default_factory=getpass.getuser)
     admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
+    limits: UserLimits = field(default_factory=UserLimits)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -132,6 +144,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
         spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        _check_limits(spec, store.live_usage(who.user_id), settings.limits)
         return out(store.add_job(spec, who, settings.clock()), who)
 
     @app.get("/v1/jobs")
@@ -293,6 +306,22 @@ def _check_account(os_user: str, settings: ApiSettings) -> None:
         pwd.getpwnam(os_user)
     except KeyError:
         raise unprocessable("os_user", f"no OS account {os_user!r} on this host") from None
+
+
+def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits) -> None:
+    """The per-user limits: 429 past the number of unfinished jobs, 422 naming the field past
+    the GPUs or the command size."""
+    jobs, gpus = usage
+    if jobs >= limits.max_jobs:
+        raise HTTPException(429, f"you have {jobs} unfinished jobs, the most a user may have "
+                            f"(stint serve --max-jobs-per-user {limits.max_jobs})")
+    if limits.max_gpus is not None and gpus + spec.max_gpus > limits.max_gpus:
+        raise unprocessable("max_gpus", f"your unfinished jobs may use {gpus} GPUs; this one "
+                            f"{spec.max_gpus} more would pass your limit of {limits.max_gpus}")
+    size = sum(len(a.encode()) + 1 for a in spec.command)
+    if size > limits.max_command_bytes:
+        raise unprocessable("command", f"command takes {size} bytes; the most a job may have "
+                            f"here is {limits.max_command_bytes}")
 
 
 def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None) -> NewJob:

@@ -67,6 +67,13 @@ def serve(
     drain: Annotated[bool, typer.Option("--drain", help="On SIGTERM/SIGINT, checkpoint and stop "
                                         "every job before exiting (default: leave them "
                                         "running for the next start).")] = False,
+    max_jobs_per_user: Annotated[int, typer.Option(help="Unfinished jobs a user may have.")]
+    = 10_000,
+    max_gpus_per_user: Annotated[int | None, typer.Option(help="GPUs (max_gpus summed) a "
+                                                          "user's unfinished jobs may use.")]
+    = None,
+    max_command_bytes: Annotated[int, typer.Option(help="Bytes of one job's command (at most "
+                                                   "262144).")] = 256 * 1024,
 ) -> None:
     """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
     runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
@@ -74,6 +81,7 @@ def serve(
 
     from sqlalchemy.exc import SQLAlchemyError
 
+    from stint.runtime.api import UserLimits
     from stint.runtime.client import default_data_dir
     from stint.runtime.executor.base import ExecutorError
     from stint.runtime.serve import ServeOptions, StartupError
@@ -85,7 +93,9 @@ def serve(
                          port=port, policy=policy, executor=executor, nodes=nodes,
                          gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
                          max_retries=max_retries, ray_address=ray_address,
-                         jobs_dir=jobs_dir.resolve() if jobs_dir else None, drain=drain))
+                         jobs_dir=jobs_dir.resolve() if jobs_dir else None, drain=drain,
+                         limits=UserLimits(max_jobs_per_user, max_gpus_per_user,
+                                           max_command_bytes)))
     except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
         what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         typer.echo(f"error: stint serve cannot start: {what}", err=True)

@@ -12,15 +12,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi.responses import JSONResponse
 
-from stint.runtime.api import Who, must_be_admin
+from stint.runtime.api import UserLimits, Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.schemas import MAX_COMMAND_BYTES
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ServeOptions:
     ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
     jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
     drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
+    limits: UserLimits = field(default_factory=UserLimits)
 
     def jobs_root(self) -> Path:
         return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
@@ -63,6 +65,11 @@ def check_options(opts: ServeOptions) -> None:
                              ("--gpus-per-node", opts.gpus_per_node, 1)):
         if not (value >= low and math.isfinite(value)):
             raise StartupError(f"{name} must be at least {low} (and finite), not {value}")
+    lim = opts.limits
+    if lim.max_jobs < 1 or (lim.max_gpus is not None and lim.max_gpus < 1) or not \
+            1 <= lim.max_command_bytes <= MAX_COMMAND_BYTES:
+        raise StartupError(f"per-user limits must be positive (--max-command-bytes at most "
+                           f"{MAX_COMMAND_BYTES}): {lim}")
     if not 0 <= opts.port <= 65535:
         raise StartupError(f"--port must be in 0..65535, not {opts.port}")
 
@@ -312,7 +319,8 @@ def serve(opts: ServeOptions) -> None:
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
                                         own_account=me,
-                                        admin_token_file=opts.data_dir / "admin.token"))
+                                        admin_token_file=opts.data_dir / "admin.token",
+                                        limits=opts.limits))
     add_health_route(app, loop)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     drain = [opts.drain]

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
-from stint.runtime.states import JobState, check_transition
+from stint.runtime.states import TERMINAL, JobState, check_transition
 from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
 
 ADMIN_NAME = "admin"
@@ -446,6 +446,15 @@ class Store:
         with self.session() as s:
             s.execute(update(Job).where(Job.id == job_id).values(**columns))
             s.add(Override(job_id=job_id, kind=kind, value=value, user_id=caller.user_id, at=now))
+
+    def live_usage(self, user_id: int) -> tuple[int, int]:
+        """(unfinished jobs, the sum of their ``max_gpus``) of a user, for the per-user limits."""
+        done = [str(t) for t in TERMINAL]
+        q = (select(func.count(), func.coalesce(func.sum(Job.max_gpus), 0))
+             .where(Job.user_id == user_id, Job.state.not_in(done)))
+        with self.read() as s:
+            count, gpus = s.execute(q).one()
+        return int(count), int(gpus)
 
     def max_job_id(self) -> int:
         """The largest job id given out (0 if none)."""
