@@ -271,3 +271,23 @@ def test_the_worker_environment_is_fresh(tmp_path: Path, monkeypatch: pytest.Mon
     assert "db-secret" not in json.dumps(env) and "STINT_SHIM_TOKEN" not in env
     assert env["LC_ALL"] == "C.UTF-8" and env["EXTRA"] == "1" and env["PATH"]
     assert (tmp_path / "logs" / "env.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_exit_code_survives_a_failing_write_of_its_record(tmp_path: Path):
+    """While the exit record cannot be written (as on a full disk) the supervisor stays alive
+    and retries: the attempt is running, not lost, and ends with the worker's real code."""
+    ex = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=1)
+    # The worker blocks the record's path with a directory (os.replace onto it fails, as a
+    # write on a full disk does), then exits 5.
+    code = ("import os, sys\nd = os.path.dirname(os.environ['STINT_STOP_FILE'])\n"
+            "os.makedirs(d + '/rank-0.exit/x')\nsys.exit(5)\n")
+    ex.launch(gang(tmp_path, "full", code))
+    d = tmp_path / "state" / "jobs" / "full" / "0"
+    log = tmp_path / "logs" / "full.log"
+    wait_for(lambda: log.exists() and "cannot record the worker's exit code 5" in log.read_text(),
+             what="the failed write")
+    assert ex.running() == {"full": 0} and ex.poll() == []
+    (d / "rank-0.exit" / "x").rmdir()
+    (d / "rank-0.exit").rmdir()
+    e = wait_exit(ex, "full")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.FAILED, {0: 5})

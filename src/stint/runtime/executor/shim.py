@@ -316,10 +316,25 @@ class _Supervisor:
             pass
 
     def _record(self, returncode: int, error: str) -> None:
-        write_json_atomic(
-            self.path("exit"),
-            {"returncode": returncode, "ended_at": time.time(), "error": error},
-        )
+        """Write the exit record; while that fails (a full disk) stay alive and retry, so the
+        executor sees a live rank instead of a lost one and the real code is never lost."""
+        rec = {"returncode": returncode, "ended_at": time.time(), "error": error}
+        wait = 0.5
+        while True:
+            try:
+                write_json_atomic(self.path("exit"), rec)
+                return
+            except OSError as e:
+                try:
+                    os.unlink(f"{self.path('exit')}.tmp{os.getpid()}")
+                except OSError:
+                    pass
+                try:
+                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying")
+                except OSError:
+                    pass
+                time.sleep(wait)
+                wait = min(10.0, wait * 2)
 
 
 def main(argv: list[str]) -> int:
