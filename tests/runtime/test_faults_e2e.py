@@ -216,3 +216,18 @@ def test_sigterm_names_the_jobs_it_leaves_and_drain_checkpoints_them(db_url: str
     finally:
         serve.stop()
         kill_leftover_workers(serve.data_dir)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        r = subprocess.run([STINT, "serve", "--data-dir", str(tmp_path / "d"), "--port", port],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"error: stint serve cannot start: cannot listen on 127.0.0.1:{port}: "
+        "Address already in use")

@@ -268,7 +268,8 @@ def _listen(host: str, port: int) -> socket.socket:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
                                     else socket.AF_INET, reuse_port=False)
     except OSError as exc:
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise StartupError(f"cannot listen on {host}:{port}: {why}") from None
     return sock
 
 
