@@ -120,7 +120,10 @@ def submit(
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
     pairs = _env_pairs(env or [])
-    cwd = str((chdir or Path(os.getcwd())).absolute())
+    try:
+        cwd: str | None = str((chdir or Path(os.getcwd())).absolute())
+    except FileNotFoundError:  # this directory was deleted: the job starts in its home
+        cwd = None
     job = _call((server, data_dir, token), lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
         priority=priority, deadline_s=deadline, cwd=cwd, env=pairs or None))
