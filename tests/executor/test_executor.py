@@ -23,6 +23,8 @@ from exec_helpers import (
 )
 
 from stint.runtime.executor import ExecutorError, Outcome
+from stint.runtime.executor.base import LaunchError
+from stint.runtime.executor.local import LocalExecutor
 
 DUMP_ENV = (
     "import json, os\n"
@@ -240,3 +242,52 @@ def test_a_command_that_cannot_start_fails_with_the_reason(make_ex: MakeExecutor
     assert (e.outcome, dict(e.exit_codes)) == (Outcome.FAILED, {0: 127})
     assert e.reason.startswith("cannot start '/nonexistent/train'")
     assert "No such file or directory" in (tmp_path / "logs/nx.log").read_text()
+
+
+def test_a_launch_the_os_refuses_raises_launch_error_and_ends_the_attempt(tmp_path: Path):
+    """Arguments beyond the OS limit (E2BIG when the supervisor is spawned): LaunchError names
+    it, no rank is left running, and the attempt is reported FAILED once with the reason."""
+    ex = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=2)
+    big = ("/bin/echo", *["x" * 4000] * 800)  # 3.2 MB
+    ws = [dataclasses.replace(w, command=big) for w in gang(tmp_path, "big", "", n=2)]
+    with pytest.raises(LaunchError, match="Argument list too long"):
+        ex.launch(ws)
+    e = wait_exit(ex, "big")
+    assert e.outcome is Outcome.FAILED and "Argument list too long" in e.reason
+    assert set(e.exit_codes.values()) == {127} and not ex.running()
+
+
+def test_the_worker_environment_is_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PGPASSWORD", "db-secret")
+    monkeypatch.setenv("STINT_DB", "postgresql://u:db-secret@h/db")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    ex = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=1)
+    code = ("import json, os\nos.makedirs(os.environ['STINT_CKPT_DIR'], exist_ok=True)\n"
+            "json.dump(dict(os.environ), open(os.environ['STINT_CKPT_DIR'] + '/env', 'w'))\n")
+    ws = [dataclasses.replace(w, env={"EXTRA": "1"}) for w in gang(tmp_path, "env", code)]
+    ex.launch(ws)
+    assert wait_exit(ex, "env").outcome is Outcome.SUCCEEDED
+    env = json.loads((tmp_path / "ckpt" / "env" / "env").read_text())
+    assert "db-secret" not in json.dumps(env) and "STINT_SHIM_TOKEN" not in env
+    assert env["LC_ALL"] == "C.UTF-8" and env["EXTRA"] == "1" and env["PATH"]
+    assert (tmp_path / "logs" / "env.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_exit_code_survives_a_failing_write_of_its_record(tmp_path: Path):
+    """While the exit record cannot be written (as on a full disk) the supervisor stays alive
+    and retries: the attempt is running, not lost, and ends with the worker's real code."""
+    ex = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=1)
+    # The worker blocks the record's path with a directory (os.replace onto it fails, as a
+    # write on a full disk does), then exits 5.
+    code = ("import os, sys\nd = os.path.dirname(os.environ['STINT_STOP_FILE'])\n"
+            "os.makedirs(d + '/rank-0.exit/x')\nsys.exit(5)\n")
+    ex.launch(gang(tmp_path, "full", code))
+    d = tmp_path / "state" / "jobs" / "full" / "0"
+    log = tmp_path / "logs" / "full.log"
+    wait_for(lambda: log.exists() and "cannot record the worker's exit code 5" in log.read_text(),
+             what="the failed write")
+    assert ex.running() == {"full": 0} and ex.poll() == []
+    (d / "rank-0.exit" / "x").rmdir()
+    (d / "rank-0.exit").rmdir()
+    e = wait_exit(ex, "full")
+    assert (e.outcome, dict(e.exit_codes)) == (Outcome.FAILED, {0: 5})

@@ -47,6 +47,7 @@ class ServeProc:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] | None = None  # the server's environment (default: inherited)
+        self.jobs_dir = data_dir.with_name(data_dir.name + "-jobs")  # serve's default
 
     def start(self) -> None:
         cmd = [STINT, "serve", "--data-dir", str(self.data_dir), "--db", self.db_url,

@@ -233,3 +233,21 @@ def test_a_pin_on_a_queued_job_waits_for_the_policy(h: Harness, tmp_path: Path) 
     h.store.request(a, h.caller, "cancel", "", time.time(), cancel_requested=True)
     h.run_until(pinned, lambda j: j.state == "succeeded", "the pinned job to run after the head")
     assert h.job(head).first_start_at <= h.job(pinned).first_start_at
+
+
+def test_jobs_that_cannot_run_fail_at_once_and_block_no_one(h: Harness, tmp_path: Path) -> None:
+    """A command the OS refuses (2.4 MB of arguments, e.g. a row written before the API checked
+    sizes), one that does not exist and one that exits 127 each fail on their first attempt,
+    with the reason, unretried; the job behind them runs, and no step raises."""
+    huge = h.submit(["/bin/echo", *["x" * 4000] * 600])
+    missing = h.submit(["/no/such/program"])
+    e127 = h.submit(["sh", "-c", "exit 127"])
+    out = tmp_path / "out"
+    normal = h.submit(counter_cmd(5, out))
+    h.run_until(normal, lambda j: j.state == "succeeded", "the normal job to succeed", 60)
+    for jid, why in ((huge, "Argument list too long"), (missing, "No such file"),
+                     (e127, "exit codes 0:127")):
+        job = h.run_until(jid, lambda j: j.state == "failed", "failure")
+        assert (job.attempt, job.failures) == (1, 1), job.reason
+        assert why in job.reason and job.reason.endswith("cannot run, not retried")
+    assert result(out)["total"] == 15

@@ -169,3 +169,51 @@ def test_a_size_that_does_not_divide_the_logical_ranks_is_refused(api: TestClien
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "logical_ranks"]
     r = api.post("/v1/jobs", json={"command": ["x"], "est_s": -1}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "est_s"]
+
+
+def test_nodes_show_a_user_only_their_own_jobs(api: TestClient, store: Store, admin: str) -> None:
+    from sqlalchemy import update
+
+    from stint.runtime.tables import Job
+
+    alice = api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin)).json()["token"]
+    mine = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(alice)).json()["id"]
+    other = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin)).json()["id"]
+    with store.session() as s:  # as the controller would: both hold a GPU of node-0
+        s.execute(update(Job).values(state="running", allocation="[[0, 1]]"))
+    seen = api.get("/v1/nodes", headers=auth(alice)).json()[0]
+    assert seen["jobs"] == [mine] and seen["used"] == 2  # the GPUs, not whose they are
+    assert api.get("/v1/nodes", headers=auth(admin)).json()[0]["jobs"] == [mine, other]
+
+
+def test_log_chunks_end_on_whole_characters(api: TestClient, admin: str, tmp_path: Path) -> None:
+    from stint.runtime.api import LOG_CHUNK
+
+    jid = api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin)).json()["id"]
+    (tmp_path / "jobs" / str(jid)).mkdir(parents=True)
+    text = "a" * (LOG_CHUNK - 1) + "é" * 10  # the first chunk would split the first "é"
+    (tmp_path / "jobs" / str(jid) / "log.txt").write_text(text)
+    got, offset = "", 0
+    while True:
+        chunk = api.get(f"/v1/jobs/{jid}/logs?offset={offset}", headers=auth(admin)).json()
+        if not chunk["text"]:
+            break
+        got, offset = got + chunk["text"], chunk["next_offset"]
+    assert got == text and "\ufffd" not in got
+
+
+def test_per_user_limits(store: Store, admin: str, tmp_path: Path) -> None:
+    from stint.runtime.api import UserLimits
+
+    store.set_nodes([("node-0", 4)])
+    limits = UserLimits(max_jobs=2, max_gpus=3, max_command_bytes=100)
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs", limits=limits)))
+    h = auth(admin)
+    assert api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h).status_code == 201
+    r = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_gpus"]
+    r = api.post("/v1/jobs", json={"command": ["x" * 100]}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "command"]
+    assert api.post("/v1/jobs", json={"command": ["x"]}, headers=h).status_code == 201
+    r = api.post("/v1/jobs", json={"command": ["x"]}, headers=h)
+    assert r.status_code == 429 and "unfinished jobs" in r.json()["detail"]

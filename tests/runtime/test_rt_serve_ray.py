@@ -72,7 +72,7 @@ def show(serve: ServeProc, job: int) -> dict:
 
 
 def log_of(serve: ServeProc, job: int) -> str:
-    log = serve.data_dir / "jobs" / str(job) / "log.txt"
+    log = serve.jobs_dir / str(job) / "log.txt"
     return log.read_text() if log.exists() else ""
 
 

@@ -32,7 +32,7 @@ def test_resized_sdk_job_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     try:
         job = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--", sys.executable, MLP,
                             "--steps", str(STEPS), "--sleep", "0.1", "--log-every", "5"))
-        log = serve.data_dir / "jobs" / str(job) / "log.txt"
+        log = serve.jobs_dir / str(job) / "log.txt"
         wait_for(lambda: log.exists() and "step 5 digest" in log.read_text(), 120, "training")
         serve.cli("resize", str(job), "1")
         with serve.client() as c:

@@ -30,7 +30,7 @@ def serve(db_url: str, tmp_path: Path) -> Iterator[ServeProc]:
 
 def started(serve: ServeProc, job: int, attempt: int) -> bool:
     """The attempt runs and has installed its SIGUSR1 handler (so a preemption checkpoints)."""
-    log = serve.data_dir / "jobs" / str(job) / "log.txt"
+    log = serve.jobs_dir / str(job) / "log.txt"
     return log.exists() and f"attempt {attempt} starts" in log.read_text()
 
 
@@ -84,3 +84,30 @@ def test_preempt_resize_migrate_three_jobs_to_completion(serve: ServeProc, tmp_p
     assert "done: total" in serve.cli("logs", str(a), "-f")  # -f ends with the job
     bob = serve.cli("token", "create", "bob").strip()
     assert json.loads(serve.cli("jobs", "--json", token=bob)) == []  # bob sees only his jobs
+
+
+@pytest.mark.slow
+def test_token_lifecycle_through_the_cli(serve: ServeProc) -> None:
+    """whoami, --token, role change both ways, revoke, list; the admin token file kept in step."""
+    bob = serve.cli("token", "create", "bob").strip()
+    assert serve.cli("whoami", "--token", bob).startswith("bob (user;")
+    assert serve.cli("whoami").startswith("admin (admin;")
+    old = (serve.data_dir / "admin.token").read_text()
+    serve.cli("token", "create", "admin")  # replaces the admin's token ...
+    assert (serve.data_dir / "admin.token").read_text() != old
+    assert serve.cli("whoami").startswith("admin (admin;")  # ... and the file follows
+    bob = serve.cli("token", "create", "bob", "--admin").strip()
+    assert serve.cli("whoami", "--token", bob).startswith("bob (admin;")
+    bob = serve.cli("token", "create", "bob", "--no-admin").strip()
+    assert serve.cli("whoami", "--token", bob).startswith("bob (user;")
+    users = {u["user"]: u for u in json.loads(serve.cli("user", "list", "--json"))}
+    assert users["bob"]["admin"] is False and users["admin"]["admin"] is True
+    serve.cli("token", "revoke", "bob")
+    c = serve.client()
+    r = c.http.get("/v1/whoami", headers={"Authorization": f"Bearer {bob}"})
+    assert r.status_code == 401
+    assert c.http.get("/v1/users").json()[-1]["token_created_at"] is None
+    r = c.http.post("/v1/tokens", json={"user": "admin", "admin": False})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "admin"]
+    assert c.http.delete("/v1/tokens/admin").status_code == 409
+    assert c.http.delete("/v1/tokens/nobody-here").status_code == 404

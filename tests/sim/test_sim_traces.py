@@ -67,3 +67,54 @@ def test_malformed_pollux_row_and_header(tmp_path):
         load("pollux:9")
     with pytest.raises(TraceError, match="no such trace file"):
         load(str(tmp_path / "missing.csv"))
+
+
+ROW = "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+GOOD = PHILLY_HEADER + ROW * 3
+
+
+def _gz_truncated() -> bytes:
+    data = gzip.compress((GOOD + ROW * 2000).encode())
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    "name, content, line, reason",
+    [
+        ("nan-arrival.csv", POLLUX_HEADER + "a,1,bert,2,24\nb,nan,bert,2,24\n", 3,
+         "'time' must be a finite number"),
+        ("inf-arrival.csv", POLLUX_HEADER + "a,inf,bert,2,24\n", 2, "'time' must be a finite"),
+        ("nan-duration.csv", PHILLY_HEADER + ROW + "2017-10-09 07:01:56,NaN,1,66.0,11cb48\n", 3,
+         "'duration' must be a finite number"),
+        ("huge-duration.csv", PHILLY_HEADER + "2017-10-09 07:01:56,1e400,1,66.0,11cb48\n", 2,
+         "'duration' must be a finite number"),
+        ("oversized.csv", PHILLY_HEADER + ROW + f"2017-10-09 07:01:56,1,1,1,{'x' * 200_000}\n", 3,
+         "field larger than field limit"),
+        ("quote.csv", PHILLY_HEADER + ROW + '2017-10-09 07:01:56,1,1,1,"abc\n' + ROW * 3, 3,
+         "unterminated quote"),
+        ("truncated.csv.gz", _gz_truncated(), None, "truncated archive"),
+        ("plain.csv.gz", GOOD.encode(), 1, "not a valid gzip file"),
+        ("latin1.csv", (PHILLY_HEADER + "2017-10-09 07:01:56,1,1,1,caf\xe9\n").encode("latin-1"),
+         2, "not UTF-8"),
+    ],
+)
+def test_bad_trace_stops_the_sim_with_file_line_reason(tmp_path, name, content, line, reason):
+    from typer.testing import CliRunner
+
+    from stint.cli import app
+
+    p = tmp_path / name
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content)
+    with pytest.raises(TraceError) as err:
+        load(str(p))
+    msg = str(err.value)
+    assert msg.startswith(f"{p}:{line if line is not None else ''}") and reason in msg, msg
+    out = tmp_path / "results"
+    res = CliRunner().invoke(app, ["sim", "--trace", str(p), "--policy", "fifo", "--gpus", "8",
+                                   "--out", str(out), "--no-plots"])
+    shown = " ".join(res.output.split())  # the console wraps long lines
+    assert res.exit_code == 2 and reason in shown and "Traceback" not in shown
+    assert not (out / "summary.json").exists()

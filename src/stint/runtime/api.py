@@ -7,20 +7,29 @@ carried out by the controller at its next step.
 
 from __future__ import annotations
 
+import getpass
+import logging
+import os
+import pwd
+import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from stint.runtime.schemas import (
+    MAX_COMMAND_BYTES,
     MAX_ID,
+    USER_NAME,
     JobDetail,
     JobIn,
     JobOut,
@@ -31,19 +40,50 @@ from stint.runtime.schemas import (
     TokenIn,
     TokenOut,
     TransitionOut,
+    UserOut,
+    WhoAmI,
 )
 from stint.runtime.states import HOLDING, TERMINAL, JobState
-from stint.runtime.store import Caller, NewJob, Store, load_alloc
+from stint.runtime.store import (
+    ADMIN_NAME,
+    Caller,
+    LastAdminError,
+    NewJob,
+    Store,
+    UserInfo,
+    load_alloc,
+    write_token_file,
+)
 from stint.runtime.tables import Job
 from stint.runtime.view import worker_counts
 
+log = logging.getLogger(__name__)
 LOG_CHUNK = 256 * 1024
+MAX_BODY_BYTES = 4 * 1024 * 1024  # larger bodies: 413 before authentication; a smaller one
+# that is still too big for the OS (a command over MAX_COMMAND_BYTES) is a 422 naming its field
+MAX_LOG_OFFSET = 2**53  # an offset beyond any log; also exact in every JSON reader
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    """What one user may have at once (``stint serve --max-jobs-per-user`` ...): unfinished jobs,
+    GPUs over their unfinished jobs (each counted at its ``max_gpus``), bytes of one command."""
+
+    max_jobs: int = 10_000
+    max_gpus: int | None = None  # None: the cluster's size is the only bound
+    max_command_bytes: int = MAX_COMMAND_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
     jobs_dir: Path  # where the controller puts each job's log (``<id>/log.txt``)
     clock: Callable[[], float] = time.time  # the API is the edge: it owns a clock
+    # Multi-user mode (the control plane runs as root): every job runs as its owner's OS
+    # account. Otherwise (single-user mode) every job runs as ``own_account``.
+    multi_user: bool = False
+    own_account: str = field(default_factory=getpass.getuser)
+    admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
+    limits: UserLimits = field(default_factory=UserLimits)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -74,8 +114,12 @@ JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 
 
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
-    app = FastAPI(title="stint control plane", version="1")
+    # The body limit is middleware: a larger body is a 413 before any route or token is read.
+    app = FastAPI(title="stint control plane", version="1", max_body_size=MAX_BODY_BYTES)
     app.state.store = store
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(OperationalError, _store_unavailable)
+    app.add_exception_handler(OSError, _store_unavailable)
     nodes = _NodeCache(store)
 
     def own_job(job_id: int, who: Caller) -> Job:
@@ -100,7 +144,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
-        spec = _check_job(body, nodes.gpus())
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        _check_limits(spec, store.live_usage(who.user_id), settings.limits)
         return out(store.add_job(spec, who, settings.clock()), who)
 
     @app.get("/v1/jobs")
@@ -122,7 +167,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: JobId, who: Who,
-             offset: Annotated[int, Query(ge=0, le=2**62)] = 0) -> LogsOut:
+             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0) -> LogsOut:
         job = own_job(job_id, who)
         text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
         return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
@@ -183,14 +228,44 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/nodes")
     def list_nodes(who: Who) -> list[NodeOut]:
-        return _nodes(store)
+        return _nodes(store, who)
 
     @app.post("/v1/tokens", status_code=201)
     def create_token(body: TokenIn, who: Who) -> TokenOut:
-        if not who.is_admin:
-            raise HTTPException(403, "only an admin may create tokens")
-        token = store.create_token(body.user, settings.clock(), admin=body.admin)
-        return TokenOut(user=body.user, admin=body.admin, token=token)
+        must_be_admin(who, "create tokens")
+        if body.os_user is not None:
+            _check_account(body.os_user, settings)
+        try:
+            token = store.create_token(body.user, settings.clock(), admin=body.admin,
+                                       os_user=body.os_user)
+        except LastAdminError as exc:
+            raise unprocessable("admin", str(exc)) from None
+        if body.user == ADMIN_NAME and settings.admin_token_file is not None:
+            write_token_file(settings.admin_token_file, token)  # the CLI's default stays valid
+        row = next(u for u in store.users() if u.name == body.user)
+        return TokenOut(user=row.name, admin=row.is_admin, token=token, os_user=row.os_user)
+
+    @app.delete("/v1/tokens/{user}")
+    def revoke_token(user: Annotated[str, PathParam(pattern=USER_NAME)], who: Who) -> UserOut:
+        must_be_admin(who, "revoke tokens")
+        if user == who.name:
+            raise HTTPException(409, "an admin cannot revoke their own token (ask another "
+                                "admin, or replace it with stint token create)")
+        if not store.revoke_token(user):
+            raise HTTPException(404, f"no user {user}")
+        return next(_user_out(u) for u in store.users() if u.name == user)
+
+    @app.get("/v1/users")
+    def list_users(who: Who) -> list[UserOut]:
+        must_be_admin(who, "list users")
+        return [_user_out(u) for u in store.users()]
+
+    @app.get("/v1/whoami")
+    def whoami(who: Who) -> WhoAmI:
+        runs_as = who.os_user if settings.multi_user else settings.own_account
+        if settings.multi_user and runs_as is None and who.is_admin:
+            runs_as = settings.own_account
+        return WhoAmI(user=who.name, admin=who.is_admin, os_user=runs_as)
 
     return app
 
@@ -211,7 +286,60 @@ class _NodeCache:
         return list(self.gpus())
 
 
-def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
+def must_be_admin(who: Caller, what: str) -> None:
+    if not who.is_admin:
+        raise HTTPException(403, f"only an admin may {what}")
+
+
+def _user_out(u: UserInfo) -> UserOut:
+    return UserOut(user=u.name, admin=u.is_admin, os_user=u.os_user, created_at=u.created_at,
+                   token_created_at=u.token_created_at)
+
+
+def _run_as(who: Caller, settings: ApiSettings) -> str | None:
+    """The OS account ``who``'s jobs run as (None: the control plane's own), or 403."""
+    if not settings.multi_user:
+        if who.os_user not in (None, settings.own_account):
+            raise HTTPException(403, f"single-user mode: this control plane runs every job as "
+                                f"{settings.own_account!r}, not as {who.os_user!r}")
+        return None
+    if who.os_user is not None:
+        return who.os_user
+    if who.is_admin:
+        return settings.own_account
+    raise HTTPException(403, f"user {who.name!r} has no OS account to run jobs as; an admin "
+                        f"sets one: stint user create {who.name} --os-user ACCOUNT")
+
+
+def _check_account(os_user: str, settings: ApiSettings) -> None:
+    """A 422 naming ``os_user`` unless jobs can run as that account here."""
+    if not settings.multi_user and os_user != settings.own_account:
+        raise unprocessable("os_user", f"single-user mode: jobs run as "
+                            f"{settings.own_account!r} only (start stint serve as root to run "
+                            "jobs as their owners)")
+    try:
+        pwd.getpwnam(os_user)
+    except KeyError:
+        raise unprocessable("os_user", f"no OS account {os_user!r} on this host") from None
+
+
+def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits) -> None:
+    """The per-user limits: 429 past the number of unfinished jobs, 422 naming the field past
+    the GPUs or the command size."""
+    jobs, gpus = usage
+    if jobs >= limits.max_jobs:
+        raise HTTPException(429, f"you have {jobs} unfinished jobs, the most a user may have "
+                            f"(stint serve --max-jobs-per-user {limits.max_jobs})")
+    if limits.max_gpus is not None and gpus + spec.max_gpus > limits.max_gpus:
+        raise unprocessable("max_gpus", f"your unfinished jobs may use {gpus} GPUs; this one "
+                            f"{spec.max_gpus} more would pass your limit of {limits.max_gpus}")
+    size = sum(len(a.encode()) + 1 for a in spec.command)
+    if size > limits.max_command_bytes:
+        raise unprocessable("command", f"command takes {size} bytes; the most a job may have "
+                            f"here is {limits.max_command_bytes}")
+
+
+def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None) -> NewJob:
     """Cross-field and cluster checks of a submission; a 422 names the offending field."""
     gpus, lo, hi = body.bounds()
     if lo > hi:
@@ -233,27 +361,68 @@ def _check_job(body: JobIn, node_gpus: dict[str, int]) -> NewJob:
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
                   deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
-                  logical_ranks=body.logical_ranks)
+                  logical_ranks=body.logical_ranks, os_user=os_user, cwd=body.cwd,
+                  env=dict(body.env))
 
 
-def _nodes(store: Store) -> list[NodeOut]:
+def _nodes(store: Store, who: Caller) -> list[NodeOut]:
+    """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
+    admin)."""
     rows = store.nodes()
     used = {n.position: 0 for n in rows}
     jobs: dict[int, list[int]] = {n.position: [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
         for node, count in load_alloc(job.allocation).workers:
             used[node] = used.get(node, 0) + count
-            jobs.setdefault(node, []).append(job.id)
+            if who.is_admin or job.user_id == who.user_id:
+                jobs.setdefault(node, []).append(job.id)
     return [NodeOut(name=n.name, gpus=n.gpus, used=used[n.position],
                     free=n.gpus - used[n.position], state=n.state, jobs=jobs[n.position])
             for n in rows]
 
 
 def _read_log(path: Path, offset: int) -> tuple[str, int]:
+    """Up to ``LOG_CHUNK`` bytes from ``offset``, ending on a whole UTF-8 character. The file
+    is in a directory its job owns: links are not followed, only a plain file is read."""
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(LOG_CHUNK)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return "", offset
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or offset >= st.st_size:
+            return "", offset  # (a seek beyond the file system's largest file is EINVAL)
+        f.seek(offset)
+        data = f.read(LOG_CHUNK)
+    if len(data) == LOG_CHUNK:
+        data = data[:len(data) - _partial_tail(data)]
     return data.decode("utf-8", errors="replace"), offset + len(data)
+
+
+def _partial_tail(data: bytes) -> int:
+    """How many bytes at the end of ``data`` start a UTF-8 character that is cut off."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): is its character complete?
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else \
+                4 if byte >> 3 == 0b11110 else 1
+            return back if need > back else 0
+    return 0
+
+
+async def _store_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    """The store or the disk cannot serve the request (unreachable database, full disk): a 503
+    with the reason, which the client may retry, never a bare 500."""
+    why = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
+    log.error("store unavailable: %s: %s", type(exc).__name__, why)
+    return JSONResponse({"detail": f"the control plane cannot use its store now: {why}"},
+                        status_code=503, headers={"Retry-After": "5"})
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 without the offending input, which may not be JSON (NaN, 1e400, bytes)."""
+    assert isinstance(exc, RequestValidationError)
+    detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+               "type": str(e.get("type", ""))} for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
+

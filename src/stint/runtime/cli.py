@@ -1,9 +1,10 @@
 """``stint serve`` and the client commands (submit, jobs, show, logs, cancel, preempt, resize,
-migrate, nodes, token create). Heavy imports stay inside the command bodies."""
+migrate, nodes, user create, token create). Heavy imports stay inside the command bodies."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,8 @@ ServerOpt = Annotated[str | None, typer.Option("--server", help="API URL (env ST
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Where serve keeps its state "
                                                  "(env STINT_DATA_DIR; default ~/.stint)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (default: "
+                                              "$STINT_TOKEN, else <data-dir>/admin.token)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -32,13 +35,24 @@ def register(app: typer.Typer) -> None:
     app.command()(nodes)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
+    token_app.command("revoke")(token_revoke)
     app.add_typer(token_app, name="token")
+    user_app = typer.Typer(help="Users and their OS accounts (admin only).", no_args_is_help=True)
+    user_app.command("create")(user_create)
+    user_app.command("list")(user_list)
+    app.add_typer(user_app, name="user")
+    app.command()(whoami)
+    app.command()(drain)
 
 
 def serve(
     data_dir: DataDirOpt = None,
-    db: Annotated[str | None, typer.Option(help="Database URL, e.g. postgresql://host/db "
-                                           "(default: SQLite in --data-dir)")] = None,
+    db: Annotated[str | None, typer.Option(envvar="STINT_DB", help="Database URL, e.g. "
+                                           "postgresql://host/db (default: SQLite in "
+                                           "--data-dir). A password here shows in `ps`: put "
+                                           "it in STINT_DB or PGPASSWORD instead.")] = None,
+    jobs_dir: Annotated[Path | None, typer.Option(help="Each job's log and checkpoints "
+                                                  "(default: <data-dir>-jobs).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     policy: Annotated[str | None, typer.Option(
@@ -56,14 +70,29 @@ def serve(
     max_retries: Annotated[int, typer.Option(help="Worker failures a job survives.")] = 3,
     ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
                                                     "(default: $RAY_ADDRESS).")] = None,
+    drain: Annotated[bool, typer.Option("--drain", help="On SIGTERM/SIGINT, checkpoint and stop "
+                                        "every job before exiting (default: leave them "
+                                        "running for the next start).")] = False,
+    max_jobs_per_user: Annotated[int, typer.Option(help="Unfinished jobs a user may have.")]
+    = 10_000,
+    max_gpus_per_user: Annotated[int | None, typer.Option(help="GPUs (max_gpus summed) a "
+                                                          "user's unfinished jobs may use.")]
+    = None,
+    max_command_bytes: Annotated[int, typer.Option(help="Bytes of one job's command (at most "
+                                                   "262144).")] = 256 * 1024,
 ) -> None:
-    """Run the control plane: HTTP API, store, reconcile loop and executor."""
+    """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
+    runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
     import logging
+
+    from sqlalchemy.exc import SQLAlchemyError
 
     from stint.config import PolicyConfig, load_policy, merged_options
     from stint.policies.registry import make_with_options
+    from stint.runtime.api import UserLimits
     from stint.runtime.client import default_data_dir
-    from stint.runtime.serve import ServeOptions
+    from stint.runtime.executor.base import ExecutorError
+    from stint.runtime.serve import ServeOptions, StartupError
     from stint.runtime.serve import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -75,11 +104,18 @@ def serve(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
-                     port=port, policy=name, policy_options=options,
-                     executor=executor, nodes=nodes,
-                     gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
-                     max_retries=max_retries, ray_address=ray_address))
+    try:
+        run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
+                         port=port, policy=name, policy_options=options, executor=executor,
+                         nodes=nodes, gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
+                         max_retries=max_retries, ray_address=ray_address,
+                         jobs_dir=jobs_dir.resolve() if jobs_dir else None, drain=drain,
+                         limits=UserLimits(max_jobs_per_user, max_gpus_per_user,
+                                           max_command_bytes)))
+    except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
+        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        typer.echo(f"error: stint serve cannot start: {what}", err=True)
+        raise typer.Exit(2) from None
 
 
 def submit(
@@ -97,22 +133,32 @@ def submit(
                                               "step against them).")] = None,
     logical_ranks: Annotated[int | None, typer.Option(help="The SDK's logical ranks (default "
                                                       "--max-gpus); runs on their divisors.")] = None,
-    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+    chdir: Annotated[Path | None, typer.Option(help="Working directory of the job "
+                                               "(default: this one).")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE for the job's environment "
+                                                  "(repeatable); nothing else of this shell's "
+                                                  "environment reaches the job.")] = None,
+    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
-    job = _call(server, data_dir, lambda c: c.submit(
+    pairs = _env_pairs(env or [])
+    try:
+        cwd: str | None = str((chdir or Path(os.getcwd())).absolute())
+    except FileNotFoundError:  # this directory was deleted: the job starts in its home
+        cwd = None
+    job = _call((server, data_dir, token), lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
         priority=priority, deadline_s=deadline, est_s=est_s, total_steps=steps,
-        logical_ranks=logical_ranks))
+        logical_ranks=logical_ranks, cwd=cwd, env=pairs or None))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
 
 
 def jobs(
     state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state.")] = None,
-    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """List jobs (yours; all of them for the admin)."""
-    rows = _call(server, data_dir, lambda c: c.jobs(state))
+    rows = _call((server, data_dir, token), lambda c: c.jobs(state))
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -122,9 +168,9 @@ def jobs(
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
-         data_dir: DataDirOpt = None) -> None:
+         data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """A job's details and its lifecycle transitions."""
-    row = _call(server, data_dir, lambda c: c.show(job))
+    row = _call((server, data_dir, token), lambda c: c.show(job))
     if json_out:
         typer.echo(json.dumps(row, indent=2))
         return
@@ -140,11 +186,11 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
 
 
 def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
-         server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+         server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Print a job's output (stdout and stderr of all its workers); -f follows it to the end."""
     from stint.runtime.client import ApiError
 
-    c = _client(server, data_dir)
+    c = _client((server, data_dir, token))
     offset = 0
     try:
         while True:
@@ -159,36 +205,36 @@ def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = Fal
         _fail(exc)
 
 
-def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Cancel a job (its processes are killed)."""
-    _act(job, "cancel", None, server, data_dir)
+    _act(job, "cancel", None, (server, data_dir, token))
 
 
-def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Checkpoint and stop a running job; the policy decides when it resumes."""
-    _act(job, "preempt", None, server, data_dir)
+    _act(job, "preempt", None, (server, data_dir, token))
 
 
-def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Pin a job's worker count (one it can run on): checkpoint, restart with WORKERS (admin;
     a queued job keeps the pin until the policy starts it)."""
-    _act(job, "resize", {"workers": workers}, server, data_dir)
+    _act(job, "resize", {"workers": workers}, (server, data_dir, token))
 
 
 def migrate(job: int, to: Annotated[str, typer.Option("--to", help="Node name.")],
-            server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+            server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Pin a job to a node: checkpoint, restart all its workers there."""
-    _act(job, "migrate", {"node": to}, server, data_dir)
+    _act(job, "migrate", {"node": to}, (server, data_dir, token))
 
 
-def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Drop an operator pin (resize/migrate): the policy decides the job's size and place again."""
-    _act(job, "unpin", None, server, data_dir)
+    _act(job, "unpin", None, (server, data_dir, token))
 
 
-def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None) -> None:
+def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """The cluster's nodes with their used and free GPUs."""
-    rows = _call(server, data_dir, lambda c: c.nodes())
+    rows = _call((server, data_dir, token), lambda c: c.nodes())
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -197,29 +243,94 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
              ",".join(map(str, r["jobs"]))] for r in rows])
 
 
+AdminOpt = Annotated[bool | None, typer.Option("--admin/--no-admin", help="Make the user an "
+                                               "admin, or no longer one (default: unchanged).")]
+
+
 def token_create(
-    user: str, admin: Annotated[bool, typer.Option(help="Make the user an admin.")] = False,
-    server: ServerOpt = None, data_dir: DataDirOpt = None,
+    user: str, admin: AdminOpt = None,
+    server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Create USER (if new) and print a new API token for it; its earlier token stops working."""
-    row = _call(server, data_dir, lambda c: c.create_token(user, admin))
+    row = _call((server, data_dir, token), lambda c: c.create_token(user, admin))
     typer.echo(row["token"])
 
 
+def user_create(
+    user: str,
+    os_user: Annotated[str | None, typer.Option(help="The OS account the user's jobs run as "
+                                                "(must exist on the control plane's host).")] = None,
+    admin: AdminOpt = None,
+    server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
+) -> None:
+    """Create USER (or update it) with the OS account its jobs run as; print its new token."""
+    row = _call((server, data_dir, token), lambda c: c.create_token(user, admin, os_user))
+    typer.echo(row["token"])
+
+
+def token_revoke(user: str, server: ServerOpt = None, data_dir: DataDirOpt = None,
+                 token: TokenOpt = None) -> None:
+    """Revoke USER's token: it stops working at once (``token create`` gives a new one)."""
+    _call((server, data_dir, token), lambda c: c.revoke_token(user))
+    typer.echo(f"revoked the token of {user}")
+
+
+def user_list(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+              token: TokenOpt = None) -> None:
+    """Users with their role, OS account and whether they hold a token."""
+    rows = _call((server, data_dir, token), lambda c: c.users())
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    _table(["USER", "ADMIN", "OS USER", "TOKEN"], [
+        [r["user"], "yes" if r["admin"] else "no", r["os_user"] or "-",
+         "revoked" if r["token_created_at"] is None else "valid"] for r in rows])
+
+
+def drain(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Admin: checkpoint and stop every job, then stop stint serve (they resume at its next
+    start)."""
+    r = _call((server, data_dir, token), lambda c: c.call("POST", "/v1/drain"))
+    jobs = ", ".join(r["draining"]) or "none"
+    typer.echo(f"draining (jobs {jobs}); stint serve exits once they have checkpointed")
+
+
+def whoami(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Who the token belongs to, its role and the OS account its jobs run as."""
+    r = _call((server, data_dir, token), lambda c: c.whoami())
+    typer.echo(f"{r['user']} ({'admin' if r['admin'] else 'user'}; jobs run as "
+               f"{r['os_user'] or 'the control plane account'})")
+
+
 # -- helpers -------------------------------------------------------------------------------
-def _client(server: str | None, data_dir: Path | None) -> Any:
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            typer.echo(f"error: --env {item!r}: expected KEY=VALUE", err=True)
+            raise typer.Exit(2)
+        out[key] = value
+    return out
+
+
+Where = tuple[str | None, Path | None, str | None]  # --server, --data-dir, --token
+
+
+def _client(where: Where) -> Any:
     from stint.runtime.client import ApiError, Client, resolve
 
+    server, data_dir, token = where
     try:
-        return Client(*resolve(server, None, data_dir))
+        return Client(*resolve(server, token, data_dir))
     except ApiError as exc:
         _fail(exc)
 
 
-def _call(server: str | None, data_dir: Path | None, fn: Any) -> Any:
+def _call(where: Where, fn: Any) -> Any:
     from stint.runtime.client import ApiError
 
-    c = _client(server, data_dir)
+    c = _client(where)
     try:
         return fn(c)
     except ApiError as exc:
@@ -228,9 +339,8 @@ def _call(server: str | None, data_dir: Path | None, fn: Any) -> Any:
         c.close()
 
 
-def _act(job: int, verb: str, body: dict[str, Any] | None, server: str | None,
-         data_dir: Path | None) -> None:
-    row = _call(server, data_dir, lambda c: c.act(job, verb, body))
+def _act(job: int, verb: str, body: dict[str, Any] | None, where: Where) -> None:
+    row = _call(where, lambda c: c.act(job, verb, body))
     typer.echo(f"job {row['id']}: {verb} requested (state {row['state']})")
 
 

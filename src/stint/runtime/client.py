@@ -22,8 +22,8 @@ class ApiError(RuntimeError):
 
 
 def resolve(server: str | None, token: str | None, data_dir: Path | None) -> tuple[str, str]:
-    """Server: ``--server``, else ``STINT_SERVER``, else 127.0.0.1:8765. Token: ``STINT_TOKEN``,
-    else ``<data-dir>/admin.token`` (written by the first ``stint serve``)."""
+    """Server: ``--server``, else ``STINT_SERVER``, else 127.0.0.1:8765. Token: ``--token``, else
+    ``STINT_TOKEN``, else ``<data-dir>/admin.token`` (written by the first ``stint serve``)."""
     server = server or os.environ.get("STINT_SERVER") or DEFAULT_SERVER
     token = token or os.environ.get("STINT_TOKEN")
     if not token:
@@ -60,29 +60,40 @@ class Client:
         return r.json()  # the API's JSON: a dict or a list of dicts, by route
 
     def submit(self, **spec: Any) -> dict[str, Any]:
-        out = self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None})
-        return cast("dict[str, Any]", out)
+        return cast(dict[str, Any], self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None}))
 
     def jobs(self, states: list[str] | None = None) -> list[dict[str, Any]]:
-        out = self.call("GET", "/v1/jobs", params={"state": states or [], "limit": 10_000})
-        return cast("list[dict[str, Any]]", out)
+        return cast(list[dict[str, Any]], self.call("GET", "/v1/jobs", params={"state": states or [], "limit": 10_000}))
 
     def show(self, job: int) -> dict[str, Any]:
-        return cast("dict[str, Any]", self.call("GET", f"/v1/jobs/{job}"))
+        return cast(dict[str, Any], self.call("GET", f"/v1/jobs/{job}"))
 
     def logs(self, job: int, offset: int = 0) -> dict[str, Any]:
-        out = self.call("GET", f"/v1/jobs/{job}/logs", params={"offset": offset})
-        return cast("dict[str, Any]", out)
+        return cast(dict[str, Any], self.call("GET", f"/v1/jobs/{job}/logs", params={"offset": offset}))
 
     def act(self, job: int, verb: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return cast("dict[str, Any]", self.call("POST", f"/v1/jobs/{job}/{verb}", json=body))
+        return cast(dict[str, Any], self.call("POST", f"/v1/jobs/{job}/{verb}", json=body))
 
     def nodes(self) -> list[dict[str, Any]]:
-        return cast("list[dict[str, Any]]", self.call("GET", "/v1/nodes"))
+        return cast(list[dict[str, Any]], self.call("GET", "/v1/nodes"))
 
-    def create_token(self, user: str, admin: bool = False) -> dict[str, Any]:
-        out = self.call("POST", "/v1/tokens", json={"user": user, "admin": admin})
-        return cast("dict[str, Any]", out)
+    def create_token(self, user: str, admin: bool | None = None,
+                     os_user: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"user": user}
+        if admin is not None:
+            body["admin"] = admin
+        if os_user is not None:
+            body["os_user"] = os_user
+        return cast(dict[str, Any], self.call("POST", "/v1/tokens", json=body))
+
+    def revoke_token(self, user: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.call("DELETE", f"/v1/tokens/{user}"))
+
+    def users(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.call("GET", "/v1/users"))
+
+    def whoami(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.call("GET", "/v1/whoami"))
 
 
 def _detail(r: httpx.Response) -> str:

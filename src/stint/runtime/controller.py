@@ -38,7 +38,14 @@ from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import ClusterView, Policy
 from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.cache import JobCache
-from stint.runtime.executor.base import Executor, ExecutorError, JobExit, Outcome, WorkerLaunch
+from stint.runtime.executor.base import (
+    Executor,
+    ExecutorError,
+    JobExit,
+    LaunchError,
+    Outcome,
+    WorkerLaunch,
+)
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Job
@@ -46,6 +53,7 @@ from stint.runtime.view import cluster_of, held_slots, logical_allocation, logic
 
 log = logging.getLogger(__name__)
 S = JobState
+EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,11 +274,19 @@ class Controller:
             record_transition(s, job, S.PREEMPTED, now, f"{why}: {how} ({e.reason})",
                               preemptions=job.preemptions + 1, **common)
         else:
-            self._worker_failed(s, job, f"{e.reason} [exit codes {codes}]", now, common)
+            self._worker_failed(s, job, f"{e.reason} [exit codes {codes}]", now, common,
+                                EXIT_CANNOT_RUN in e.exit_codes.values())
 
-    def _worker_failed(self, s: Writes, job: Job, why: str, now: float, common: dict[str, Any]) -> None:
+    def _worker_failed(self, s: Writes, job: Job, why: str, now: float, common: dict[str, Any],
+                       permanent: bool = False) -> None:
+        """Retry from the last checkpoint, or fail: after ``max_retries``, and at once when the
+        command can never run (a refused launch, or exit code 127: the command was not found or
+        could not be executed; it never ran, so there is nothing to resume)."""
         failures = job.failures + 1
-        if failures > self.config.max_retries:
+        if permanent:
+            record_transition(s, job, S.FAILED, now, f"{why}; cannot run, not retried",
+                              failures=failures, finished_at=now, target=None, **common)
+        elif failures > self.config.max_retries:
             record_transition(s, job, S.FAILED, now, f"{why}; gave up after {failures - 1} "
                               "retries", failures=failures, finished_at=now, target=None, **common)
         else:
@@ -505,7 +521,8 @@ class Controller:
                     logical_world_size=logical_world_size(job),
                     node=self.cluster.nodes[node].name,
                     slots=(slot,), command=command, ckpt_dir=str(job_dir / "ckpt"),
-                    log_path=str(job_dir / "log.txt"),
+                    log_path=str(job_dir / "log.txt"), os_user=job.os_user, cwd=job.cwd,
+                    env=json.loads(job.env or "{}"), job_dir=str(job_dir),
                 ))
                 rank += 1
         return Launch(job.id, job.attempt, tuple(workers))
@@ -525,12 +542,18 @@ class Controller:
                 report.launched.append(eff.job_id)
 
     def _enact_launch(self, eff: Launch, now: float) -> None:
-        (self.config.jobs_dir / str(eff.job_id)).mkdir(parents=True, exist_ok=True)
+        """Launch one attempt; a refusal by the executor fails that job alone (at once if it can
+        never succeed, else as a worker failure), never the step."""
+        error, permanent = None, False
         try:
+            (self.config.jobs_dir / str(eff.job_id)).mkdir(parents=True, exist_ok=True)
             self.executor.launch(eff.workers)
-            error = None
-        except ExecutorError as exc:
+        except LaunchError as exc:
+            error, permanent = str(exc), True
+        except ExecutorError as exc:  # anything else escapes the step: ``recover`` redoes it
             error = str(exc)
+        if error is not None:
+            log.warning("job %s attempt %s: launch refused: %s", eff.job_id, eff.attempt, error)
         with self.store.session() as s:
             job = s.get(Job, eff.job_id)
             if job is None or job.attempt != eff.attempt or job.state != S.STARTING:
@@ -539,7 +562,7 @@ class Controller:
                 record_transition(s, job, S.RUNNING, now, f"attempt {eff.attempt} launched")
             else:
                 self._release(job, now)
-                self._worker_failed(s, job, f"launch refused: {error}", now, {})
+                self._worker_failed(s, job, f"launch refused: {error}", now, {}, permanent)
 
     # -- helpers ---------------------------------------------------------------------------
     def _active(self, s: Session) -> dict[int, Job]:

@@ -13,13 +13,32 @@ from stint.runtime.tables import Job, Transition
 from stint.runtime.view import worker_counts
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
+# What the OS must accept when it starts the worker (Linux: ARG_MAX covers argv and environment
+# together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
+MAX_COMMAND_BYTES = 256 * 1024
+MAX_ENV_BYTES = 64 * 1024
 Text = Annotated[str, Field(max_length=4096)]
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+# Variables of the worker contract (see executor.base) a submission may not set.
+RESERVED_ENV = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                          "CUDA_VISIBLE_DEVICES", "HOME", "USER", "LOGNAME"})
+OS_USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+USER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 def _no_nul(value: str, field: str) -> str:
     if "\x00" in value:
         raise ValueError(f"{field} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} must be valid Unicode (no lone surrogates)") from None
     return value
+
+
+def _size(strings: list[str]) -> int:
+    """Bytes the strings take in an argv or environment block (each NUL-terminated)."""
+    return sum(len(x.encode("utf-8")) + 1 for x in strings)
 
 
 class JobIn(BaseModel):
@@ -43,6 +62,9 @@ class JobIn(BaseModel):
     total_steps: int | None = Field(default=None, ge=1, le=MAX_ID)
     # The SDK's logical ranks (default ``max_gpus``): the job runs on their divisors only.
     logical_ranks: int | None = Field(default=None, ge=1, le=4096)
+    cwd: str | None = Field(default=None, min_length=1, max_length=4096)
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
+                                                                     max_length=256)
 
     @field_validator("command")
     @classmethod
@@ -51,7 +73,29 @@ class JobIn(BaseModel):
             raise ValueError("command[0] (the program) must not be empty")
         for arg in argv:
             _no_nul(arg, "command")
+        if _size(argv) > MAX_COMMAND_BYTES:
+            raise ValueError(f"command takes {_size(argv)} bytes; the most a job may have is "
+                             f"{MAX_COMMAND_BYTES} (the OS limits a program's arguments)")
         return argv
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, cwd: str | None) -> str | None:
+        if cwd is not None and not _no_nul(cwd, "cwd").startswith("/"):
+            raise ValueError("cwd must be an absolute path")
+        return cwd
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if key.startswith("STINT_") or key in RESERVED_ENV:
+                raise ValueError(f"env: {key} is set by stint (see docs/executors.md)")
+            _no_nul(value, f"env[{key}]")
+        size = _size([f"{k}={v}" for k, v in env.items()])
+        if size > MAX_ENV_BYTES:
+            raise ValueError(f"env takes {size} bytes; the most a job may have is {MAX_ENV_BYTES}")
+        return env
 
     @field_validator("name")
     @classmethod
@@ -75,17 +119,38 @@ class MigrateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     node: str = Field(min_length=1, max_length=128)
 
+    @field_validator("node")
+    @classmethod
+    def _node(cls, node: str) -> str:
+        return _no_nul(node, "node")
+
 
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    user: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    admin: bool = False
+    user: str = Field(min_length=1, max_length=64, pattern=USER_NAME)
+    admin: bool | None = None  # True/False sets the role; None keeps it (a new user: no admin)
+    os_user: str | None = Field(default=None, pattern=OS_USER)  # the OS account of its jobs
 
 
 class TokenOut(BaseModel):
     user: str
     admin: bool
     token: str
+    os_user: str | None = None
+
+
+class UserOut(BaseModel):
+    user: str
+    admin: bool
+    os_user: str | None
+    created_at: float
+    token_created_at: float | None  # None: no valid token (revoked)
+
+
+class WhoAmI(BaseModel):
+    user: str
+    admin: bool
+    os_user: str | None  # the OS account the caller's jobs run as (None: the control plane's)
 
 
 class JobOut(BaseModel):
@@ -118,6 +183,9 @@ class JobOut(BaseModel):
     worker_counts: list[int]  # the worker counts the job can run on
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
+    os_user: str | None  # the OS account it runs as (None: the control plane's)
+    cwd: str | None
+    env: dict[str, str]
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str]) -> JobOut:
@@ -135,7 +203,8 @@ class JobOut(BaseModel):
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
             target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
-            decision=job.decision,
+            decision=job.decision, os_user=job.os_user, cwd=job.cwd,
+            env=json.loads(job.env or "{}"),
         )
 
 

@@ -3,17 +3,26 @@ the executor, the policy, the controller loop and the HTTP server together."""
 
 from __future__ import annotations
 
+import getpass
 import logging
+import math
+import os
+import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fastapi.responses import JSONResponse
+
+from stint.runtime.api import UserLimits, Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
-from stint.runtime.executor.base import Executor
-from stint.runtime.store import Store, sqlite_url
+from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.schemas import MAX_COMMAND_BYTES
+from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -36,13 +45,81 @@ class ServeOptions:
     grace_s: float = 30.0  # checkpoint request -> SIGTERM
     max_retries: int = 3
     ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
+    jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
+    drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
+    limits: UserLimits = field(default_factory=UserLimits)
+
+    def jobs_root(self) -> Path:
+        return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
+
+
+class StartupError(RuntimeError):
+    """Why ``stint serve`` cannot start (printed as one line; exit status 2)."""
+
+
+STORE_ID_FILE = "store-id"
+
+
+def check_options(opts: ServeOptions) -> None:
+    for name, value, low in (("--tick", opts.tick_s, 0.01), ("--grace", opts.grace_s, 0.0),
+                             ("--max-retries", opts.max_retries, 0), ("--nodes", opts.nodes, 1),
+                             ("--gpus-per-node", opts.gpus_per_node, 1)):
+        if not (value >= low and math.isfinite(value)):
+            raise StartupError(f"{name} must be at least {low} (and finite), not {value}")
+    lim = opts.limits
+    if lim.max_jobs < 1 or (lim.max_gpus is not None and lim.max_gpus < 1) or not \
+            1 <= lim.max_command_bytes <= MAX_COMMAND_BYTES:
+        raise StartupError(f"per-user limits must be positive (--max-command-bytes at most "
+                           f"{MAX_COMMAND_BYTES}): {lim}")
+    if not 0 <= opts.port <= 65535:
+        raise StartupError(f"--port must be in 0..65535, not {opts.port}")
 
 
 def open_store(opts: ServeOptions) -> Store:
     opts.data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(opts.data_dir, 0o700)  # store, admin token, supervisors' state: ours alone
     store = Store(opts.db or sqlite_url(opts.data_dir))
+    problem = store.integrity_problem()
+    if problem is not None:
+        store.close()
+        raise StartupError(f"the store fails its integrity check ({problem}); restore it "
+                           "from a backup")
     store.migrate()
     return store
+
+
+def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool, max_job_id: int) -> None:
+    """Tie the data and jobs directories to this store: record its id in each, or refuse if a
+    directory belongs to another store (or holds state of an unknown one), so job ids and job
+    directories are never reused by a different job."""
+    jobs = opts.jobs_root()
+    jobs.mkdir(parents=True, exist_ok=True)
+    # Users must reach their own job's directory (mode 0700, theirs) but list nothing.
+    os.chmod(jobs, 0o711 if multi_user else 0o700)
+    for d, state in ((opts.data_dir, opts.data_dir / "executor" / "jobs"), (jobs, jobs)):
+        path = d / STORE_ID_FILE
+        try:
+            known = path.read_text().strip()
+        except FileNotFoundError:
+            ids = [int(p.name) for p in state.iterdir() if p.name.isdigit()] if state.is_dir() else []
+            if ids and max(ids) > max_job_id:  # (a directory from before store ids is adopted
+                # when its jobs are this store's: none has an id the store has not given out)
+                raise StartupError(f"{d} holds jobs this store never had (job {max(ids)}; it has "
+                                   f"no {STORE_ID_FILE}); give this store a fresh directory"
+                                   ) from None
+            path.write_text(store_id + "\n")
+            continue
+        if known != store_id:
+            raise StartupError(f"{d} belongs to store {known}, not to this store ({store_id}); "
+                               "give each store its own --data-dir and --jobs-dir")
+
+
+def reachable(path: Path) -> Path | None:
+    """The first ancestor of ``path`` that other accounts cannot traverse, if any."""
+    for d in [*reversed(path.parents), path]:
+        if d.exists() and not d.stat().st_mode & 0o001:
+            return d
+    return None
 
 
 def make_executor(opts: ServeOptions) -> Executor:
@@ -141,7 +218,78 @@ def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
         body = loop.health()
         return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
-    app.add_api_route("/v1/health/controller", controller_health, methods=["GET"])
+    app.add_api_route("/v1/health/controller", controller_health, methods=["GET"],
+                      response_class=JSONResponse, response_model=None)
+
+
+def add_drain_route(app: FastAPI, request: Callable[[], list[str]]) -> None:
+    """``POST /v1/drain`` (admin): checkpoint and stop every job, then exit (``stint drain``);
+    202 with the ids of the jobs being drained."""
+
+    def drain(who: Who) -> dict[str, list[str]]:
+        must_be_admin(who, "drain the control plane")
+        return {"draining": request()}
+
+    app.add_api_route("/v1/drain", drain, methods=["POST"], status_code=202)
+
+
+def shut_down(loop: ControlLoop, executor: Executor, drain: bool, grace_s: float) -> None:
+    """Stop the loop; with ``drain``, ask every running job to checkpoint and wait for it (up
+    to the grace period and the SIGTERM escalation). Jobs left running are named in the log: by
+    design they outlive the control plane, and the next ``stint serve`` re-adopts them. The
+    drained jobs' exits are applied (they become preempted, then resume) at the next start."""
+    loop.stopping.set()
+    loop.join(timeout=10)
+    left = sorted(executor.running())
+    if drain and left:
+        log.warning("draining: %d job(s) asked to checkpoint and exit (grace %ss): %s",
+                    len(left), grace_s, ", ".join(left))
+        for job in left:
+            executor.request_stop(job, grace_s)
+        deadline = time.monotonic() + grace_s + TERM_GRACE_S + 5.0
+        while (left := sorted(executor.running())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not left:
+            log.warning("drained: every job stopped; their checkpoints resume when stint serve "
+                        "starts again")
+    if left:
+        log.warning("stopping with %d job(s) still running, by design (a restarted stint serve "
+                    "re-adopts them; stint drain or serve --drain stops them first): %s",
+                    len(left), ", ".join(left))
+    elif not drain:
+        log.warning("stopping; no job is running")
+
+
+def _terminated(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
+                                    else socket.AF_INET, reuse_port=False)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise StartupError(f"cannot listen on {host}:{port}: {why}") from None
+    return sock
+
+
+def _prepare(opts: ServeOptions, multi_user: bool) -> tuple[Store, socket.socket]:
+    """Everything that can refuse to start, in order: the store, its lock, the directories, the
+    port. Nothing runs yet."""
+    store = open_store(opts)
+    try:
+        store.lock(f"pid={os.getpid()} host={socket.gethostname()}")
+    except StoreLocked as exc:
+        store.close()
+        raise StartupError(f"another stint serve holds this store ({exc.holder}); one control "
+                           "plane per store") from None
+    claim_dirs(opts, store.store_id(), multi_user, store.max_job_id())
+    if multi_user and (blocked := reachable(opts.jobs_root())) is not None:
+        log.warning("job directories under %s are out of reach of job accounts (%s is mode "
+                    "%o): jobs of accounts other than %s will fail to start; pass --jobs-dir",
+                    opts.jobs_root(), blocked, blocked.stat().st_mode & 0o777, getpass.getuser())
+    return store, _listen(opts.host, opts.port)
 
 
 def serve(opts: ServeOptions) -> None:
@@ -150,22 +298,46 @@ def serve(opts: ServeOptions) -> None:
     from stint.policies.registry import make_with_options
     from stint.runtime.api import ApiSettings, create_app
 
-    policy = make_with_options(opts.policy, opts.policy_options)  # fail before touching anything
-    store = open_store(opts)
-    if store.ensure_admin_token(opts.data_dir / "admin.token", time.time()):
+    check_options(opts)
+    try:
+        policy = make_with_options(opts.policy, opts.policy_options)  # fail before anything
+    except (KeyError, ValueError) as exc:
+        raise StartupError(str(exc).strip("'\"")) from None
+    os.umask(0o077)  # everything the control plane writes is its own (jobs' dirs are chowned)
+    multi_user = os.geteuid() == 0
+    me = getpass.getuser()
+    if multi_user:
+        log.warning("multi-user mode: every job runs as its owner's OS account")
+    else:
+        log.warning("single-user mode (not running as root): every job runs as %s, with the "
+                    "control plane's rights; run as root to isolate users", me)
+    store, sock = _prepare(opts, multi_user)
+    if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
     executor = make_executor(opts)
     controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=opts.data_dir / "jobs", max_retries=opts.max_retries, grace_s=opts.grace_s))
+        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s))
     loop = ControlLoop(controller, opts.tick_s)
     loop.start()
-    app = create_app(store, ApiSettings(jobs_dir=opts.data_dir / "jobs"))
+    app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
+                                        own_account=me,
+                                        admin_token_file=opts.data_dir / "admin.token",
+                                        limits=opts.limits))
     add_health_route(app, loop)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    drain = [opts.drain]
+
+    def request_drain() -> list[str]:
+        drain[0] = server.should_exit = True
+        return sorted(executor.running())
+
+    add_drain_route(app, request_drain)
+    # uvicorn answers SIGTERM by shutting down, then raises it again with the handler found at
+    # start: this one, so that the shutdown below runs (and logs) instead of the default death.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+        server.run(sockets=[sock])
     finally:
-        # Workers keep running: a restarted control plane re-adopts them.
-        loop.stopping.set()
-        loop.join(timeout=10)
+        shut_down(loop, executor, drain[0], opts.grace_s)
         executor.close()
         store.close()

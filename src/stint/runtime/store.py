@@ -11,16 +11,27 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
-from stint.runtime.states import JobState, check_transition
-from stint.runtime.tables import Job, Meta, NodeRow, Override, Token, Transition, User
+from stint.runtime.states import TERMINAL, JobState, check_transition
+from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
 
 ADMIN_NAME = "admin"
 TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
@@ -82,6 +93,40 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
+class LastAdminError(ValueError):
+    """Demoting the only admin would leave no one able to administer the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    is_admin: bool
+    os_user: str | None
+    created_at: float
+    token_created_at: float | None  # None: the token was revoked
+
+
+class StoreLocked(RuntimeError):
+    """Another control plane holds the store (``holder`` says which: pid and host)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(f"the store is held by {holder}")
+        self.holder = holder
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Write ``token`` to ``path`` (mode 0600) atomically: readers see the old or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -103,6 +148,7 @@ class Caller:
     user_id: int
     name: str
     is_admin: bool
+    os_user: str | None = None  # the OS account the user's jobs run as
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +166,9 @@ class NewJob:
     est_s: float | None = None
     total_steps: int | None = None
     logical_ranks: int | None = None
+    os_user: str | None = None  # the OS account it runs as (None: the control plane's)
+    cwd: str | None = None  # its working directory (None: the account's home)
+    env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
 
 
 class Store:
@@ -134,6 +183,8 @@ class Store:
         self._callers: dict[str, tuple[Caller, float]] = {}  # token hash -> (caller, expiry)
         self._callers_lock = threading.Lock()
         self._callers_gen = 0  # bumped by forget_tokens: a lookup racing a change is not kept
+        self._lock_conn: Connection | None = None  # held by ``lock`` (PostgreSQL)
+        self._lock_fd: int | None = None  # held by ``lock`` (SQLite)
 
     def migrate(self) -> None:
         migrate(self.engine)
@@ -142,14 +193,74 @@ class Store:
         """The store's time origin (wall seconds), written once on first use: the live controller
         measures policy time from it, so a slot policy's time starts near 0, as in simulation."""
         with self.session() as s:
-            row = s.get(Meta, "epoch")
+            row = s.get(StoreMeta, "epoch")
             if row is None:
-                row = Meta(key="epoch", value=repr(float(now)))
+                row = StoreMeta(key="epoch", value=repr(float(now)))
                 s.add(row)
             return float(row.value)
+    def integrity_problem(self) -> str | None:
+        """SQLite: the first problem ``PRAGMA quick_check`` finds in the file, else None (a
+        PostgreSQL server checks its own pages)."""
+        if not self.url.startswith("sqlite"):
+            return None
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            first = conn.execute(text("PRAGMA quick_check")).scalar()
+        return None if first == "ok" else str(first)
 
     def close(self) -> None:
+        if self._lock_conn is not None:
+            self._lock_conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_conn = self._lock_fd = None
         self.engine.dispose()
+
+    def lock(self, holder: str) -> None:
+        """Claim the store for this process until ``close`` (or its death), or raise
+        StoreLocked naming the holder. SQLite: an ``flock`` on ``<file>.lock`` (which records
+        ``holder``); PostgreSQL: a session advisory lock keyed by the store's id, on a
+        connection of its own whose ``application_name`` carries ``holder``."""
+        if self.url.startswith("sqlite"):
+            self._lock_file(self.engine.url.database or "", holder)
+        else:
+            self._lock_pg(holder)
+
+    def _lock_file(self, db_path: str, holder: str) -> None:
+        import fcntl
+
+        fd = os.open(f"{db_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown process"
+            os.close(fd)
+            raise StoreLocked(held) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"stint serve {holder}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _lock_pg(self, holder: str) -> None:
+        from sqlalchemy import text
+
+        key = int.from_bytes(hashlib.sha256(self.store_id().encode()).digest()[:8], "big",
+                             signed=True)
+        conn = self.engine.connect()
+        conn.execute(text("SELECT set_config('application_name', :n, false)"),
+                     {"n": f"stint serve {holder}"[:63]})
+        if conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
+            conn.commit()
+            self._lock_conn = conn
+            return
+        row = conn.execute(text(
+            "SELECT a.application_name, a.client_addr FROM pg_locks l JOIN pg_stat_activity a "
+            "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.classid = :hi AND l.objid = :lo"),
+            {"hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF}).first()
+        conn.close()
+        raise StoreLocked(f"{row[0]} (from {row[1] or 'a local socket'})" if row
+                          else "another session")
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -164,24 +275,64 @@ class Store:
             yield s
 
     # -- users and tokens ------------------------------------------------------------------
-    def create_token(self, user: str, now: float, admin: bool = False) -> str:
-        """Create ``user`` if new and give it a fresh token (replacing any earlier one)."""
+    def create_token(self, user: str, now: float, admin: bool | None = False,
+                     os_user: str | None = None) -> str:
+        """Create ``user`` if new and give it a fresh token (replacing any earlier one).
+        ``admin`` True or False sets its role (None keeps it; a new user is then no admin);
+        demoting the last admin raises LastAdminError. ``os_user``, if given, becomes the OS
+        account its jobs run as. Concurrent calls for one user are serialised by the database:
+        the loser of a race retries."""
+        for tries in range(3):
+            try:
+                return self._create_token(user, now, admin, os_user)
+            except IntegrityError:
+                if tries == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_token(self, user: str, now: float, admin: bool | None,
+                      os_user: str | None) -> str:
         token = secrets.token_urlsafe(32)
         with self.session() as s:
-            row = s.scalar(select(User).where(User.name == user))
+            row = s.scalar(select(User).where(User.name == user).with_for_update())
             if row is None:
-                row = User(name=user, is_admin=admin, created_at=now)
+                row = User(name=user, is_admin=bool(admin), created_at=now, os_user=os_user)
                 s.add(row)
                 s.flush()
-            elif admin and not row.is_admin:
-                row.is_admin = True
-            old = s.get(Token, row.id)
-            if old is not None:
-                s.delete(old)
-                s.flush()
+            else:
+                if admin is False and row.is_admin and self._admins(s) <= 1:
+                    raise LastAdminError(f"{user} is the only admin; make another user admin "
+                                         "first")
+                if admin is not None:
+                    row.is_admin = admin
+                if os_user is not None:
+                    row.os_user = os_user
+            s.execute(delete(Token).where(Token.user_id == row.id))
             s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=now))
         self.forget_tokens()  # the replaced token must stop working at once
         return token
+
+    @staticmethod
+    def _admins(s: Session) -> int:
+        q = select(func.count()).select_from(User).where(User.is_admin.is_(True))
+        return int(s.scalar(q) or 0)
+
+    def revoke_token(self, user: str) -> bool:
+        """Delete ``user``'s token (it stops working at once); False if there is no such user."""
+        with self.session() as s:
+            uid = s.scalar(select(User.id).where(User.name == user))
+            if uid is None:
+                return False
+            s.execute(delete(Token).where(Token.user_id == uid))
+        self.forget_tokens()
+        return True
+
+    def users(self) -> list[UserInfo]:
+        """Every user with its role, OS account and when its current token was made (or None)."""
+        q = (select(User.name, User.is_admin, User.os_user, User.created_at, Token.created_at)
+             .outerjoin(Token, Token.user_id == User.id).order_by(User.id))
+        with self.read() as s:
+            return [UserInfo(n, a, o, c, t) for n, a, o, c, t in s.execute(q)]
 
     def forget_tokens(self) -> None:
         """Drop the remembered token lookups (done whenever a token is created or replaced)."""
@@ -194,17 +345,14 @@ class Store:
         hit = self._callers.get(hash_token(token))
         return hit[0] if hit is not None and hit[1] > time.monotonic() else None
 
-    def ensure_admin_token(self, path: Path, now: float) -> str | None:
-        """On an empty store, create the admin user and write its token to ``path`` (mode 0600)."""
+    def ensure_admin_token(self, path: Path, now: float, os_user: str | None = None) -> str | None:
+        """On an empty store, create the admin user (its jobs run as ``os_user``) and write its
+        token to ``path`` (mode 0600)."""
         with self.session() as s:
             if s.scalar(select(func.count()).select_from(User)):
                 return None
-        token = self.create_token(ADMIN_NAME, now, admin=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
-        os.chmod(path, 0o600)
+        token = self.create_token(ADMIN_NAME, now, admin=True, os_user=os_user)
+        write_token_file(path, token)
         return token
 
     def caller_for_token(self, token: str) -> Caller | None:
@@ -217,17 +365,26 @@ class Store:
         if hit is not None:
             return hit
         key, gen = hash_token(token), self._callers_gen
-        q = (select(User.id, User.name, User.is_admin).join(Token, Token.user_id == User.id)
+        q = (select(User.id, User.name, User.is_admin, User.os_user)
+             .join(Token, Token.user_id == User.id)
              .where(Token.token_hash == key))
         with self._reader.connect() as conn:  # Core, no ORM session
             row = conn.execute(q).first()
         if row is None:
             return None
-        who = Caller(row.id, row.name, row.is_admin)
+        who = Caller(row.id, row.name, row.is_admin, row.os_user)
         with self._callers_lock:
             if gen == self._callers_gen:
                 self._callers[key] = (who, time.monotonic() + TOKEN_TTL_S)
         return who
+
+    def store_id(self) -> str:
+        """The store's identity (a random hex id written by the migration that created it)."""
+        with self.read() as s:
+            value = s.scalar(select(StoreMeta.value).where(StoreMeta.key == "store_id"))
+        if not value:
+            raise RuntimeError("the store has no store_id (store_meta); was it migrated?")
+        return value
 
     # -- nodes -----------------------------------------------------------------------------
     def set_nodes(self, nodes: Sequence[tuple[str, int]]) -> None:
@@ -258,7 +415,8 @@ class Store:
             "work_done": 0.0,
             "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
             "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
-            "cancel_requested": False, "preempt_requested": False,
+            "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
+            "cwd": spec.cwd, "env": json.dumps(spec.env),
         }
         with self.engine.begin() as conn:
             job_id = conn.execute(_INSERT_JOB, values).scalar_one()
@@ -302,6 +460,20 @@ class Store:
         with self.session() as s:
             s.execute(update(Job).where(Job.id == job_id).values(**columns))
             s.add(Override(job_id=job_id, kind=kind, value=value, user_id=caller.user_id, at=now))
+
+    def live_usage(self, user_id: int) -> tuple[int, int]:
+        """(unfinished jobs, the sum of their ``max_gpus``) of a user, for the per-user limits."""
+        done = [str(t) for t in TERMINAL]
+        q = (select(func.count(), func.coalesce(func.sum(Job.max_gpus), 0))
+             .where(Job.user_id == user_id, Job.state.not_in(done)))
+        with self.read() as s:
+            count, gpus = s.execute(q).one()
+        return int(count), int(gpus)
+
+    def max_job_id(self) -> int:
+        """The largest job id given out (0 if none)."""
+        with self.read() as s:
+            return int(s.scalar(select(func.max(Job.id))) or 0)
 
     def count_jobs(self) -> int:
         with self.read() as s:

@@ -18,6 +18,8 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
+    # The OS account the user's jobs run as (None: the control plane's own, in single-user mode).
+    os_user: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Token(Base):
@@ -63,6 +65,9 @@ class Job(Base):
     priority: Mapped[float] = mapped_column(Float, default=1.0)
     deadline_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     submitted_at: Mapped[float] = mapped_column(Float)
+    os_user: Mapped[str | None] = mapped_column(String(64), nullable=True)  # runs as; None = ours
+    cwd: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the account's home
+    env: Mapped[str] = mapped_column(Text, default="{}")  # JSON {name: value}, added last
 
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -97,15 +102,6 @@ class Job(Base):
     pin_node: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
-class Meta(Base):
-    """Facts about the store itself: ``epoch`` (the control plane's time origin, wall seconds)."""
-
-    __tablename__ = "meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-
-
 class Transition(Base):
     __tablename__ = "transitions"
 
@@ -116,6 +112,16 @@ class Transition(Base):
     at: Mapped[float] = mapped_column(Float)
     attempt: Mapped[int] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class StoreMeta(Base):
+    """Facts about the store itself: ``store_id`` (its identity, written once by the migration)
+    and ``epoch`` (the control plane's time origin, wall seconds; ``Store.epoch``)."""
+
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Override(Base):

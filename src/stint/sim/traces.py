@@ -2,7 +2,10 @@
 
 ``load("philly")``, ``load("pollux:6")`` or ``load(path)`` return a ``Trace``: job specs sorted by
 arrival (seconds from the first kept job) and the performance model their work is measured in.
-A malformed row raises ``TraceError`` naming the file, the line and the reason.
+A malformed row raises ``TraceError`` naming the file, the line and the reason: a missing, extra,
+non-numeric, negative, NaN or infinite field, an oversized field, an unterminated quote, bad
+UTF-8, or a truncated or non-gzip ``.gz`` archive. Nothing is returned (so nothing is simulated
+or written) unless every row is valid.
 
 Fields a trace lacks are filled by a seeded rule (``--seed``), drawn per job in arrival order:
 - utility: OASiS' sigmoid (paper §5): γ1 (priority) ~ U[1, 100]; class 10% time-insensitive
@@ -18,13 +21,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import random
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import IO
 
 from stint.model.job import JobSpec, Tier
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
@@ -89,7 +93,7 @@ def load(
         if not path.is_file():
             raise TraceError(f"{spec}: no such trace file (or use 'philly' or 'pollux:N')")
     with _open(path) as fh:
-        reader = csv.reader(fh)
+        reader = _Reader(fh, str(path))
         header = next(reader, None)
         perf: PerfModel
         if header == PHILLY_COLUMNS:
@@ -109,15 +113,52 @@ def _data_path(name: str) -> Path:
     return Path(str(resources.files("stint") / "data" / name))
 
 
-def _open(path: Path) -> IO[str]:
+def _open(path: Path) -> gzip.GzipFile | io.BufferedReader:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
-def _rows(reader: Iterator[list[str]], path: str, width: int) -> Iterator[tuple[int, list[str]]]:
+def _lines(fh: Iterable[bytes]) -> Iterator[str]:
+    """The file's lines, each decoded on its own (so a bad byte is blamed on its own line)."""
+    for raw in fh:
+        yield raw.decode("utf-8")
+
+
+class _Reader:
+    """``csv.reader`` (strict: an unterminated quote is an error, not a row swallowing the rest
+    of the file) whose every failure -- CSV, UTF-8, gzip -- is a TraceError naming the line
+    where the failing row starts."""
+
+    def __init__(self, fh: Iterable[bytes], path: str) -> None:
+        self._reader = csv.reader(_lines(fh), strict=True)
+        self.path = path
+        self.line_num = 0
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return self
+
+    def __next__(self) -> list[str]:
+        start = self._reader.line_num + 1
+        try:
+            row = next(self._reader)
+        except csv.Error as exc:
+            why = str(exc)
+            if "unexpected end of data" in why:
+                why = "unterminated quote (the quoted field runs to the end of the file)"
+            raise TraceError(f"{self.path}:{start}: {why}") from None
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{self.path}:{start}: not UTF-8 text ({exc.reason})") from None
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            what = "truncated archive" if isinstance(exc, EOFError) else "not a valid gzip file"
+            raise TraceError(f"{self.path}:{start}: {what} ({exc})") from None
+        self.line_num = self._reader.line_num
+        return row
+
+
+def _rows(reader: _Reader, path: str, width: int) -> Iterator[tuple[int, list[str]]]:
     for row in reader:
-        line = reader.line_num  # type: ignore[attr-defined]
+        line = reader.line_num
         if not row:
             continue
         if len(row) != width:
@@ -128,14 +169,16 @@ def _rows(reader: Iterator[list[str]], path: str, width: int) -> Iterator[tuple[
 def _number(path: str, line: int, field: str, text: str, kind: type = float, low: float = 0.0) -> float:
     try:
         value = float(kind(text))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise TraceError(f"{path}:{line}: field {field!r} is not a {kind.__name__}: {text!r}") from None
+    if not math.isfinite(value):
+        raise TraceError(f"{path}:{line}: field {field!r} must be a finite number, got {text!r}")
     if value < low:
         raise TraceError(f"{path}:{line}: field {field!r} must be >= {low:g}, got {text!r}")
     return value
 
 
-def _philly(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]:
+def _philly(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
     raw: list[tuple[float, int, float, int, str]] = []
     for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
         try:
@@ -171,7 +214,7 @@ def _philly(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]
     ]
 
 
-def _pollux(reader: Iterator[list[str]], path: str, f: Filters) -> list[JobSpec]:
+def _pollux(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
     raw: list[tuple[float, int, str, str, int, int]] = []
     for line, (name, time_s, app, replicas, bsz) in _rows(reader, path, 5):
         if app not in APPLICATIONS:

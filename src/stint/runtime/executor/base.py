@@ -32,7 +32,19 @@ Environment of every worker process (the contract with ``stint.torch``)
 write JSON progress there, read back by ``Executor.status``), ``STINT_STOP_FILE`` (appears when a stop
 was requested: a second channel besides SIGUSR1), ``STINT_NODE``; and the standard ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``, ``CUDA_VISIBLE_DEVICES`` (the slots,
-comma-joined). ``WorkerLaunch.env`` is added last and wins.
+comma-joined). The environment is fresh: besides these it holds only ``PATH``, ``HOME``, ``USER``,
+``LOGNAME``, ``SHELL``, ``LANG``/``LC_*``/``TZ``/``TERM`` and the ``CUDA_*``/``NCCL_*``/
+``LD_LIBRARY_PATH`` settings of the executor's environment, never its credentials (store URL,
+``PGPASSWORD``, stint or Ray tokens). ``WorkerLaunch.env`` is added last and wins.
+
+Accounts: a ``WorkerLaunch.os_user`` runs the worker as that OS account (its uid, primary gid and
+groups, ``HOME``/``USER``/``SHELL`` from the password database); the supervisor stays with the
+executor's account (root) and the worker drops privileges before ``exec``. ``job_dir`` (owned by
+that account, mode 0700, created or taken over by the executor) then holds the files the job
+shares with the executor (``STINT_STATUS_FILE``, ``STINT_STOP_FILE``), and the log is opened
+without following links and owned by the account. A launch that can never succeed (unknown
+account, a job directory of another account, arguments beyond the OS limit) raises
+``LaunchError``; a command that cannot be executed ends its attempt with exit code 127.
 
 Exit codes: 0 = done, 75 (``EXIT_CHECKPOINTED``) = checkpointed on request, anything else = failed.
 A script without the SDK ignores the stop protocol: SIGUSR1's default action kills it, and the job is
@@ -42,6 +54,9 @@ from scratch if it never wrote one).
 Changes to this interface are announced here.
 - v1 (initial).
 - v1.1: ``WorkerLaunch.cwd`` (optional working directory, default None = the executor's).
+- v1.3: ``WorkerLaunch.os_user`` and ``job_dir``; ``LaunchError``; the worker's environment is
+  fresh (see above) and ``cwd`` is entered as the worker's account (None = its home directory
+  when ``os_user`` is set).
 - v1.2: the executors are ``local.LocalExecutor(state_dir, nodes, gpus_per_node)`` and
   ``ray.RayExecutor(state_dir, address=None)`` (address defaults to ``$RAY_ADDRESS``).
 - v1.3: ``down_nodes()``: the controller keeps nothing on a node that is down (the local
@@ -67,6 +82,10 @@ class ExecutorError(RuntimeError):
     """A request the executor refuses (bad launch, conflicting attempt or slots)."""
 
 
+class LaunchError(ExecutorError):
+    """A launch that can never succeed as given (retrying it is pointless)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerLaunch:
     """One worker of one attempt of a job: what to run, where, and as which rank."""
@@ -83,6 +102,8 @@ class WorkerLaunch:
     log_path: str  # stdout+stderr of the worker (appended; several ranks may share one file)
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None  # working directory of the command; None = the executor's
+    os_user: str | None = None  # OS account the worker runs as; None = the executor's own
+    job_dir: str | None = None  # the job's own directory (status and stop files); None = state
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))

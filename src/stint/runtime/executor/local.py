@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from stint.runtime.executor.base import TERM_GRACE_S, NodeInfo, WorkerLaunch
-from stint.runtime.executor.shim import proc_start_ticks, read_json, write_json_atomic
+from stint.runtime.executor.shim import open_log, proc_start_ticks, read_json, write_json_atomic
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,
     SHIM_PATH,
@@ -49,18 +49,19 @@ class LocalExecutor(SupervisedExecutor):
 
     def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
         Path(w.log_path).parent.mkdir(parents=True, exist_ok=True)
-        argv = [self.python, SHIM_PATH, "--dir", str(attempt_dir), "--rank", str(w.rank), "--"]
-        with open(w.log_path, "ab") as log:
+        log = open_log(w.log_path, self.account(w))
+        try:
             p = subprocess.Popen(
-                [*argv, *w.command],
+                [self.python, SHIM_PATH, *self.shim_args(w, attempt_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=w.cwd,
                 start_new_session=True,  # own process group; survives the controller
                 close_fds=True,
             )
+        finally:
+            os.close(log)
         self._children.append(p)
         # The supervisor writes the same record itself; writing it here too closes the window
         # in which a crash of the controller would leave a running rank without a pid file.

@@ -31,6 +31,7 @@ from typing import Any
 
 from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
 from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
+from stint.runtime.executor.shim import open_log, resolve_account
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,
     SHIM_PATH,
@@ -46,22 +47,26 @@ class WorkerHost:
     """Ray actor body: runs one worker's supervisor on this node. Methods are tiny and never block."""
 
     def __init__(
-        self, shim_args: list[str], env_delta: dict[str, str], log_path: str, cwd: str | None
+        self, shim_args: list[str], env_delta: dict[str, str], log_path: str,
+        os_user: str | None = None,
     ) -> None:
-        # This node's Python and copy of the supervisor; this node's environment plus stint's.
+        # This node's Python and copy of the supervisor; the fresh part of this node's
+        # environment plus stint's (never the actor's own: it holds Ray's credentials).
         argv = [sys.executable, SHIM_PATH, "--die-with-parent", str(os.getpid()), *shim_args]
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
+        log = open_log(log_path, resolve_account(os_user) if os_user is not None else None)
+        try:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**worker_base_env(os.environ), **env_delta},
-                cwd=cwd,
                 start_new_session=True,
                 close_fds=True,
             )
+        finally:
+            os.close(log)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -141,7 +146,7 @@ class RayExecutor(SupervisedExecutor):
         return f"stint/{self._token(w)}"
 
     def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
-        shim_args = ["--dir", str(attempt_dir), "--rank", str(w.rank), "--", *w.command]
+        shim_args = self.shim_args(w, attempt_dir)
         delta = {
             k: v
             for k, v in env.items()
@@ -156,7 +161,7 @@ class RayExecutor(SupervisedExecutor):
                 num_cpus=0,
                 resources={node_resource(w.node): 0.001},
                 max_restarts=0,
-            ).remote(shim_args, delta, w.log_path, w.cwd)
+            ).remote(shim_args, delta, w.log_path, w.os_user)
         except self._ray.exceptions.ActorAlreadyExistsError:
             pass  # started just before a controller crash: adopt it
 

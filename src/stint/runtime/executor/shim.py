@@ -1,6 +1,7 @@
 """The supervisor of one worker process: run it, relay stop requests, record how it ended.
 
-Run by file path (``python shim.py --dir D --rank R -- COMMAND...``) so that it imports only the
+Run by file path (``python shim.py --dir D --rank R [--user NAME] [--chdir DIR] -- COMMAND...``)
+so that it imports only the
 standard library and starts fast. Why it exists: a controller restarted after a SIGKILL cannot
 ``waitpid()`` the workers its predecessor started, so each worker gets a parent that outlives the
 controller and writes the worker's fate to durable files in ``D`` (the attempt's state directory):
@@ -17,6 +18,12 @@ Signals to this process: SIGUSR1 = stop gracefully (SIGUSR1 to the worker's proc
 ``grace_s`` after the request, SIGKILL ``term_grace_s`` later); SIGUSR2 = kill the worker now;
 SIGTERM/SIGINT/SIGHUP are forwarded and escalate to SIGKILL after ``term_grace_s``. The escalation
 lives here, not in the controller, so it completes even if the controller dies meanwhile.
+
+``--user NAME``: the worker runs as that OS account (uid, primary gid, its groups; ``HOME``,
+``USER``, ``LOGNAME``, ``SHELL`` set from the password database); this supervisor keeps its own
+account (root), so the worker can neither signal it nor read its ``/proc`` entries. ``--chdir``
+is entered as the worker's account, after it dropped privileges (default: the account's home, or
+``/`` if it has none); if that fails the worker exits 127 with the reason in the log.
 """
 
 from __future__ import annotations
@@ -26,10 +33,11 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 _PR_SET_PDEATHSIG = 1
 
@@ -66,6 +74,95 @@ def read_json(path: str) -> Any:
         return None
 
 
+class Account(NamedTuple):
+    """An OS account a worker runs as."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str
+    shell: str
+
+
+def resolve_account(name: str) -> Account:
+    """The account ``name`` from this host's password database; LookupError if there is none."""
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise LookupError(f"no OS account {name!r} on this host") from None
+    groups = tuple(os.getgrouplist(name, pw.pw_gid))
+    return Account(name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir, pw.pw_shell or "/bin/sh")
+
+
+def own_dir(path: str, acct: Account | None) -> None:
+    """Make ``path`` a directory of ``acct`` (None: ours), mode 0700: create it, or take over an
+    empty one we created; PermissionError if it is a link, not a directory, or another account's
+    (the directory of a job of someone else must never be reused)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PermissionError(f"{path} is not a directory")
+    me = os.geteuid()
+    uid = acct.uid if acct is not None else me
+    if st.st_uid != uid:
+        if acct is None or st.st_uid != me or os.listdir(path):
+            raise PermissionError(f"{path} belongs to uid {st.st_uid}, not to the job's account "
+                                  f"(uid {uid}): it is another job's directory")
+        os.chown(path, acct.uid, acct.gid, follow_symlinks=False)
+    os.chmod(path, 0o700)
+
+
+def open_log(path: str, acct: Account | None) -> int:
+    """A write-only append descriptor of the log file at ``path``, owned by ``acct`` (None: us),
+    mode 0600. Never follows a link and refuses a file of another account or with other names
+    (hard links), so a job cannot make the executor write anywhere else."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    uid = acct.uid if acct is not None else os.geteuid()
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        if acct is not None:
+            os.fchown(fd, acct.uid, acct.gid)
+        return fd
+    except FileExistsError:
+        fd = os.open(path, flags)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_nlink != 1:
+        os.close(fd)
+        raise PermissionError(f"{path}: not a plain file of uid {uid} (refusing to write to it)")
+    return fd
+
+
+def touch_new(path: str) -> None:
+    """Create an empty file at ``path`` (mode 0644) unless something is there; never follows a
+    link (for flag files in a directory the job owns)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+    except FileExistsError:
+        pass
+
+
+def read_json_nofollow(path: str, limit: int = 1 << 20) -> Any:
+    """Like ``read_json`` for a file a job wrote: no links followed, at most ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(limit + 1)
+    try:
+        return None if len(data) > limit else json.loads(data)
+    except ValueError:
+        return None
+
+
 def _log(msg: str) -> None:
     sys.stderr.write(f"[stint-shim {time.strftime('%H:%M:%S')}] {msg}\n")
     sys.stderr.flush()
@@ -78,9 +175,25 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _enter(cwd: str | None) -> None:
+    # In the worker, after it took its account's ids (subprocess switches them before calling
+    # preexec_fn): enter the working directory with the account's rights, then arm PDEATHSIG
+    # (a change of ids clears it, so it is set last).
+    if cwd is not None:
+        try:
+            os.chdir(cwd)
+        except OSError as e:
+            os.write(2, f"[stint-shim] cannot enter the working directory {cwd!r}: "
+                        f"{e.strerror}\n".encode())
+            os._exit(127)
+    _die_with_parent()
+
+
 class _Supervisor:
-    def __init__(self, state_dir: str, rank: int, command: list[str]) -> None:
+    def __init__(self, state_dir: str, rank: int, command: list[str], user: str | None = None,
+                 cwd: str | None = None) -> None:
         self.dir, self.rank, self.command = state_dir, rank, command
+        self.user, self.cwd = user, cwd
         self.pending: list[int] = []
         self.stop_kind: str | None = None
         self.term_at: float | None = None  # when to send SIGTERM
@@ -101,13 +214,8 @@ class _Supervisor:
         for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda s, _f: self.pending.append(s))
         try:
-            # preexec_fn is safe here: this process has a single thread.
-            child = subprocess.Popen(
-                self.command,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
-            )
-        except OSError as e:
+            child = self._start()
+        except (OSError, LookupError, subprocess.SubprocessError) as e:
             _log(f"cannot start {self.command[0]!r}: {e}")
             self._record(127, f"cannot start {self.command[0]!r}: {e}")
             return 0
@@ -133,6 +241,27 @@ class _Supervisor:
         self._killpg(signal.SIGKILL)  # leftovers of the worker's process group (e.g. loaders)
         self._record(rc, "")
         return 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env, cwd = dict(os.environ), self.cwd
+        env.pop("STINT_SHIM_TOKEN", None)  # names this supervisor (for adoption), not the job
+        uid = gid = groups = None
+        if self.user is not None:
+            acct = resolve_account(self.user)
+            env.update(HOME=acct.home, USER=acct.name, LOGNAME=acct.name, SHELL=acct.shell)
+            if cwd is None:
+                cwd = acct.home if os.path.isdir(acct.home) else "/"
+            uid, gid, groups = acct.uid, acct.gid, list(acct.groups)
+        # preexec_fn is safe here: this process has a single thread.
+        return subprocess.Popen(
+            self.command,
+            start_new_session=True,
+            env=env,
+            preexec_fn=lambda: _enter(cwd),  # noqa: PLW1509
+            user=uid,
+            group=gid,
+            extra_groups=groups,
+        )
 
     def _next_deadline(self) -> float | None:
         times = [t for t in (self.term_at, self.kill_at) if t is not None]
@@ -187,10 +316,25 @@ class _Supervisor:
             pass
 
     def _record(self, returncode: int, error: str) -> None:
-        write_json_atomic(
-            self.path("exit"),
-            {"returncode": returncode, "ended_at": time.time(), "error": error},
-        )
+        """Write the exit record; while that fails (a full disk) stay alive and retry, so the
+        executor sees a live rank instead of a lost one and the real code is never lost."""
+        rec = {"returncode": returncode, "ended_at": time.time(), "error": error}
+        wait = 0.5
+        while True:
+            try:
+                write_json_atomic(self.path("exit"), rec)
+                return
+            except OSError as e:
+                try:
+                    os.unlink(f"{self.path('exit')}.tmp{os.getpid()}")
+                except OSError:
+                    pass
+                try:
+                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying")
+                except OSError:
+                    pass
+                time.sleep(wait)
+                wait = min(10.0, wait * 2)
 
 
 def main(argv: list[str]) -> int:
@@ -201,12 +345,16 @@ def main(argv: list[str]) -> int:
         if os.getppid() != parent:  # it died before prctl took effect
             return 1
         argv = argv[2:]
-    if len(argv) < 6 or argv[0] != "--dir" or argv[2] != "--rank" or argv[4] != "--":
-        sys.stderr.write(
-            "usage: shim.py [--die-with-parent PID] --dir STATE_DIR --rank R -- COMMAND...\n"
-        )
+    opts: dict[str, str] = {}
+    while len(argv) >= 2 and argv[0] in ("--dir", "--rank", "--user", "--chdir"):
+        opts[argv[0][2:]] = argv[1]
+        argv = argv[2:]
+    if "dir" not in opts or "rank" not in opts or argv[:1] != ["--"] or len(argv) < 2:
+        sys.stderr.write("usage: shim.py [--die-with-parent PID] --dir STATE_DIR --rank R "
+                         "[--user NAME] [--chdir DIR] -- COMMAND...\n")
         return 2
-    return _Supervisor(argv[1], int(argv[3]), argv[5:]).run()
+    return _Supervisor(opts["dir"], int(opts["rank"]), argv[1:], opts.get("user"),
+                       opts.get("chdir")).run()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Layout under ``state_dir``:
 
     id                              random id of this state directory (part of the worker token)
     active/<job>@<attempt>          attempts launched and not yet reported by poll
-    jobs/<job>/status.json          the SDK's progress report (STINT_STATUS_FILE)
+    jobs/<job>/status.json          the SDK's progress report (STINT_STATUS_FILE); with a
+                                    ``job_dir`` it is ``<job_dir>/status.json`` instead, and
+                                    ``<job_dir>/stop-<attempt>`` is STINT_STOP_FILE
     jobs/<job>/<attempt>/launch.json    the workers, master port and launch time
     jobs/<job>/<attempt>/stop.json      stop request: kind, time, grace (see shim.py)
     jobs/<job>/<attempt>/rank-R.{pid,child,exit}   written by the supervisor of rank R
@@ -39,16 +41,29 @@ from stint.runtime.executor.base import (
     TERM_GRACE_S,
     ExecutorError,
     JobExit,
+    LaunchError,
     NodeInfo,
     Outcome,
     WorkerLaunch,
 )
-from stint.runtime.executor.shim import read_json, write_json_atomic
+from stint.runtime.executor.shim import (
+    Account,
+    own_dir,
+    read_json,
+    read_json_nofollow,
+    resolve_account,
+    touch_new,
+    write_json_atomic,
+)
 
 SHIM_PATH = str(Path(__file__).with_name("shim.py"))
 PENDING_TIMEOUT_S = 60.0  # a rank with no supervisor this long after launch was never started
 LOST_RETURNCODE = -int(signal.SIGKILL)
-SECRET_VARS = frozenset({"RAY_AUTH_TOKEN"})
+# What a worker's fresh environment takes from the executor's: nothing secret, only what finds
+# programs, libraries and devices and how text is shown.
+PASSED_VARS = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ",
+                         "TERM", "LD_LIBRARY_PATH"})
+PASSED_PREFIXES = ("LC_", "CUDA_", "NCCL_", "NVIDIA_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,7 @@ class SupervisedExecutor(ABC):
         self.root = Path(state_dir).resolve()
         (self.root / "active").mkdir(parents=True, exist_ok=True)
         (self.root / "jobs").mkdir(exist_ok=True)
+        os.chmod(self.root, 0o700)  # the supervisors' state is the executor's alone
         id_file = self.root / "id"
         if not id_file.exists():
             write_json_atomic(str(id_file), uuid.uuid4().hex[:12])
@@ -86,7 +102,8 @@ class SupervisedExecutor(ABC):
     # ---- backend ------------------------------------------------------------------------------
     @abstractmethod
     def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
-        """Start the supervisor of ``w`` (stdout+stderr to ``w.log_path``)."""
+        """Start the supervisor of ``w`` (stdout+stderr to ``w.log_path``, opened with
+        ``shim.open_log`` for ``w.os_user``; its arguments from ``shim_args``)."""
 
     @abstractmethod
     def _is_alive(self, w: WorkerLaunch, attempt_dir: Path, launched_at: float) -> bool | None:
@@ -135,11 +152,37 @@ class SupervisedExecutor(ABC):
             if (d / "exit.json").exists():
                 return
             self._launches[(job, attempt)] = ws
+            self._prepare(ws)
             for w in ws:
                 started = _exists(d, w.rank, "pid") or _exists(d, w.rank, "exit")
                 # Relaunch after a crash: a supervisor may have started just before it.
                 if not started and (fresh or not self._adopt_orphan(w, d)):
-                    self._spawn(w, self._env(w, ws, rec["master_port"], d), d)
+                    self._spawn_or_fail(w, ws, self._env(w, ws, rec["master_port"], d), d)
+
+    def _prepare(self, ws: list[WorkerLaunch]) -> None:
+        """Give the job's directory to its account (LaunchError if that cannot be done)."""
+        w = ws[0]
+        try:
+            acct = resolve_account(w.os_user) if w.os_user is not None else None
+            if w.job_dir is not None:
+                own_dir(w.job_dir, acct)
+        except (LookupError, OSError) as exc:
+            raise LaunchError(f"job {w.job_id!r} attempt {w.attempt}: {exc}") from None
+
+    def _spawn_or_fail(self, w: WorkerLaunch, ws: list[WorkerLaunch], env: dict[str, str],
+                       d: Path) -> None:
+        """Spawn ``w``'s supervisor; if the OS refuses (e.g. arguments beyond its limit), record
+        the ranks not yet started as exited 127, kill the rest and raise LaunchError."""
+        try:
+            self._spawn(w, env, d)
+        except (OSError, LookupError) as exc:
+            why = f"rank {w.rank}: cannot start its supervisor: {exc}"
+            for x in ws:
+                if not (_exists(d, x.rank, "pid") or _exists(d, x.rank, "exit")):
+                    write_json_atomic(str(d / f"rank-{x.rank}.exit"),
+                                      {"returncode": 127, "ended_at": time.time(), "error": why})
+            self._stop(w.job_id, "peer_failed", 0.0, signal.SIGUSR2, why)  # FAILED: why
+            raise LaunchError(f"job {w.job_id!r} attempt {w.attempt}: {why}") from None
 
     def request_stop(self, job_id: str, grace_s: float = DEFAULT_GRACE_S) -> None:
         self._stop(job_id, "stop", grace_s, signal.SIGUSR1, f"stop requested (grace {grace_s}s)")
@@ -193,8 +236,29 @@ class SupervisedExecutor(ABC):
         )
 
     def status(self, job_id: str) -> Mapping[str, Any] | None:
-        rec = read_json(str(self._job_dir(job_id) / "status.json"))
+        rec = read_json_nofollow(self._status_path(job_id))
         return rec if isinstance(rec, dict) else None
+
+    def _status_path(self, job_id: str) -> str:
+        attempts = sorted(int(p.name) for p in self._job_dir(job_id).glob("[0-9]*"))
+        ws = self._workers(job_id, attempts[-1]) if attempts else []
+        if ws and ws[0].job_dir is not None:
+            return str(Path(ws[0].job_dir) / "status.json")
+        return str(self._job_dir(job_id) / "status.json")
+
+    @staticmethod
+    def shim_args(w: WorkerLaunch, attempt_dir: Path) -> list[str]:
+        """The supervisor's arguments for ``w`` (after the path of shim.py)."""
+        args = ["--dir", str(attempt_dir), "--rank", str(w.rank)]
+        if w.os_user is not None:
+            args += ["--user", w.os_user]
+        if w.cwd is not None:
+            args += ["--chdir", w.cwd]
+        return [*args, "--", *w.command]
+
+    @staticmethod
+    def account(w: WorkerLaunch) -> Account | None:
+        return resolve_account(w.os_user) if w.os_user is not None else None
 
     def close(self) -> None:
         self._launches.clear()
@@ -293,6 +357,7 @@ class SupervisedExecutor(ABC):
     def _env(self, w: WorkerLaunch, ws: list[WorkerLaunch], port: int, d: Path) -> dict[str, str]:
         local_rank = [x.rank for x in ws if x.node == w.node].index(w.rank)
         env = worker_base_env(os.environ)
+        shared = Path(w.job_dir) if w.job_dir is not None else None
         env.update(
             STINT_JOB_ID=w.job_id,
             STINT_ATTEMPT=str(w.attempt),
@@ -302,8 +367,9 @@ class SupervisedExecutor(ABC):
             STINT_CKPT_DIR=w.ckpt_dir,
             STINT_MASTER_ADDR="127.0.0.1",
             STINT_MASTER_PORT=str(port),
-            STINT_STATUS_FILE=str(self.root / "jobs" / w.job_id / "status.json"),
-            STINT_STOP_FILE=str(d / "stop.json"),
+            STINT_STATUS_FILE=str(shared / "status.json") if shared else
+            str(self.root / "jobs" / w.job_id / "status.json"),
+            STINT_STOP_FILE=str(shared / f"stop-{w.attempt}") if shared else str(d / "stop.json"),
             STINT_NODE=w.node,
             STINT_SHIM_TOKEN=self._token(w),
             RANK=str(w.rank),
@@ -403,6 +469,13 @@ class SupervisedExecutor(ABC):
                         self._signal(w, d, sig)
 
     def _write_stop(self, d: Path, kind: str, grace_s: float, reason: str) -> None:
+        rec = read_json(str(d / "launch.json")) or {}
+        first = rec.get("workers", [{}])[0]
+        if first.get("job_dir"):  # the job's view of the request (it cannot read ours)
+            try:
+                touch_new(str(Path(first["job_dir"]) / f"stop-{first['attempt']}"))
+            except OSError:
+                pass  # SIGUSR1 still carries the request
         write_json_atomic(
             str(d / "stop.json"),
             {
@@ -444,10 +517,11 @@ def decide(states: Sequence[RankState], stop: Mapping[str, Any] | None) -> tuple
 
 
 def worker_base_env(parent: Mapping[str, str]) -> dict[str, str]:
-    """The controller's environment minus what a user's job must not inherit: the control
-    plane's own settings and credentials (``STINT_TOKEN``, ``STINT_SERVER``, ...) and Ray's
-    cluster token."""
-    return {k: v for k, v in parent.items() if not k.startswith("STINT_") and k not in SECRET_VARS}
+    """The part of the executor's environment a worker's fresh one starts from: ``PASSED_VARS``
+    and ``PASSED_PREFIXES`` only, so no credential of the control plane (store URL,
+    ``PGPASSWORD``, ``STINT_TOKEN``, ``RAY_AUTH_TOKEN``, ...) ever reaches a job."""
+    return {k: v for k, v in parent.items()
+            if k in PASSED_VARS or k.startswith(PASSED_PREFIXES)}
 
 
 def _failed(returncode: int | None) -> bool:

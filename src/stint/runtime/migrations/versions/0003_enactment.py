@@ -1,24 +1,20 @@
-"""One enactment: a store's epoch (its time origin), job lengths and progress, declared sizes.
+"""One enactment: job lengths and progress, declared sizes, the policy's decision (the store's
+epoch, its time origin, is a row of ``store_meta``).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
-        "meta",
-        sa.Column("key", sa.String(64), primary_key=True),
-        sa.Column("value", sa.Text, nullable=False),
-    )
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("est_s", sa.Float, nullable=True))
         batch.add_column(sa.Column("total_steps", sa.Integer, nullable=True))
@@ -31,4 +27,3 @@ def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         for name in ("decision", "work_done", "logical_ranks", "total_steps", "est_s"):
             batch.drop_column(name)
-    op.drop_table("meta")

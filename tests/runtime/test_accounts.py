@@ -1,0 +1,179 @@
+"""Jobs run as their owner's OS account: a real ``stint serve`` as root, two real accounts
+(created with useradd, removed afterwards). A non-admin user's job cannot read the admin token,
+the store, the supervisors' state, another user's log and checkpoint, or the control plane's
+secrets (its environment, its supervisor's ``/proc`` entries); its own checkpoints resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rt_helpers import COUNTER, ServeProc, kill_leftover_workers, wait_for
+
+PROBE = str(Path(__file__).with_name("probe_job.py"))
+SECRET = f"pg-secret-{uuid.uuid4().hex}"
+
+
+def _public_python() -> str | None:
+    """A Python every account can run (the venv's may live under root's 0700 home); the jobs
+    here use the standard library only."""
+    for cand in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        real = Path(os.path.realpath(cand))
+        if real.exists() and all(p.stat().st_mode & 0o001 for p in [real, *real.parents]):
+            return str(real)
+    return None
+
+
+PY = _public_python()
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
+                       reason="needs root and useradd (CI runs as root)"),
+    pytest.mark.skipif(PY is None, reason="no Python that every account may execute"),
+]
+
+
+@pytest.fixture
+def accounts() -> Iterator[tuple[str, str]]:
+    """Two fresh OS accounts (own groups, no home), deleted at the end."""
+    tag = uuid.uuid4().hex[:6]
+    names = (f"stinta{tag}", f"stintb{tag}")
+    made = []
+    try:
+        for name in names:
+            subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", name], check=True)
+            made.append(name)
+        yield names
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], check=False)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory every account can traverse (pytest's tmp_path is under a 0700 directory)."""
+    d = Path(tempfile.mkdtemp(prefix="stint-accounts-", dir="/tmp"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _workdir(base: Path, name: str) -> Path:
+    d = base / f"work-{name}"
+    d.mkdir()
+    pw = pwd.getpwnam(name)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    d.chmod(0o700)
+    return d
+
+
+def _probe_report(serve: ServeProc, job: int, token: str) -> dict[str, object]:
+    out = serve.cli("logs", str(job), token=token)
+    line = next(x for x in out.splitlines() if x.startswith("PROBE "))
+    report: dict[str, object] = json.loads(line.removeprefix("PROBE "))
+    return report
+
+
+def _state(serve: ServeProc, job: int) -> str:
+    return str(json.loads(serve.cli("show", str(job), "--json"))["state"])
+
+
+def test_jobs_run_as_their_owner_and_reach_nothing_else(accounts: tuple[str, str],
+                                                        base: Path) -> None:
+    alice, bob = accounts
+    data = base / "data"
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"))
+    serve.jobs_dir = base / "jobs"
+    serve.env = {**os.environ, "PGPASSWORD": SECRET, "STINT_TOKEN": SECRET}
+    serve.start()
+    try:
+        ta = serve.cli("user", "create", "alice", "--os-user", alice).strip()
+        tb = serve.cli("user", "create", "bob", "--os-user", bob).strip()
+        wa, wb = _workdir(base, alice), _workdir(base, bob)
+
+        # Bob's job leaves a log and a checkpoint behind.
+        bob_cmd = ("import os; d = os.environ['STINT_CKPT_DIR']; os.makedirs(d); "
+                   "open(d + '/model.pt', 'w').write('bob-weights'); print('bob-log-line')")
+        bjob = int(serve.cli("submit", "--chdir", str(wb), "--", str(PY), "-c", bob_cmd,
+                             token=tb))
+        wait_for(lambda: _state(serve, bjob) == "succeeded", 60, "bob's job to succeed")
+        bob_dir = serve.jobs_dir / str(bjob)
+        assert (bob_dir / "ckpt" / "model.pt").read_text() == "bob-weights"
+
+        # Alice's job tries everything it must not reach.
+        targets = [data / "admin.token", data / "stint.db", data / "store-id",
+                   data / "executor" / "id", bob_dir / "log.txt", bob_dir / "ckpt" / "model.pt"]
+        ajob = int(serve.cli("submit", "--chdir", str(wa), "--env", "PROBE_FLAG=on", "--",
+                             str(PY), PROBE, SECRET, *map(str, targets), token=ta))
+        wait_for(lambda: _state(serve, ajob) == "succeeded", 60, "alice's probe to finish")
+        report = _probe_report(serve, ajob, ta)
+        assert report["paths"] == {str(t): "denied" for t in targets}
+        assert report["parent_environ"] == "denied"  # its supervisor's environment
+        assert report["signal_parent"] == "denied"
+        assert report["secret_in_env"] is False
+        names = report["env_names"]
+        assert isinstance(names, list)
+        assert not {"PGPASSWORD", "STINT_TOKEN", "STINT_DB", "STINT_SHIM_TOKEN"} & set(names)
+        uid = pwd.getpwnam(alice).pw_uid
+        assert (report["uid"], report["euid"]) == (uid, uid)
+        assert report["cwd"] == str(wa) and report["flag"] == "on"
+        assert "bob-log-line" not in serve.cli("logs", str(ajob), token=ta)
+
+        # What the control plane keeps is its own; each job's directory is its owner's.
+        assert data.stat().st_mode & 0o777 == 0o700
+        adir = serve.jobs_dir / str(ajob)
+        for path, mode in ((adir, 0o700), (adir / "log.txt", 0o600)):
+            st = path.stat()
+            assert (st.st_uid, st.st_mode & 0o777) == (uid, mode), path
+
+        # Alice's own checkpoints still resume: preempt a held counter job, then let it finish.
+        out = wa / "counter"
+        out.mkdir()
+        os.chown(out, uid, pwd.getpwnam(alice).pw_gid)
+        cjob = int(serve.cli("submit", "--chdir", str(wa), "--", str(PY), COUNTER, "20",
+                             str(out), "--hold", token=ta))
+        wait_for(lambda: "starts at step 0" in serve.cli("logs", str(cjob), token=ta), 60,
+                 "the counter to start")
+        serve.cli("preempt", str(cjob), token=ta)
+        ckpt = serve.jobs_dir / str(cjob) / "ckpt" / "counter.json"
+        wait_for(lambda: "starts at step 20" in serve.cli("logs", str(cjob), token=ta), 60,
+                 "the counter to resume from its checkpoint")
+        saved = ckpt.read_bytes()
+        assert ckpt.stat().st_uid == uid and ckpt.stat().st_mode & 0o077 == 0
+        (out / "release").touch()
+        wait_for(lambda: _state(serve, cjob) == "succeeded", 60, "the counter to finish")
+        result = json.loads((out / "result.json").read_text())
+        state = json.loads(saved)
+        assert result["resumes"][1][:2] == [2, state["step"]] == [2, 20]
+        assert result["total"] == 20 * 21 // 2
+    finally:
+        serve.stop()
+        kill_leftover_workers(data)
+
+
+def test_a_user_without_an_os_account_cannot_submit(base: Path) -> None:
+    data = base / "data"
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"))
+    serve.start()
+    try:
+        token = serve.cli("token", "create", "carol").strip()
+        r = serve.client().http.post("/v1/jobs", json={"command": ["true"]},
+                                     headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 403 and "no OS account" in r.json()["detail"]
+        r = serve.client().http.post("/v1/tokens", json={"user": "dave",
+                                                         "os_user": "no-such-account-x"})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "os_user"]
+    finally:
+        serve.stop()
