@@ -233,3 +233,17 @@ def test_fixed_bounds_from_a_past_workload_are_not_updated_online(small_workload
     online = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, history=past.jobs)
     evaluate(online, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
     assert online.worker_prices.low != fixed.low_w  # the arrivals moved the online estimate
+
+
+def test_an_admitted_job_waiting_for_its_slot_says_so_when_asked():
+    from dataclasses import replace
+
+    c = _cluster()
+    j = _job("late")
+    j = ps_job("late", 1800.0, chunks=4, minibatches=10, epochs=4, tau_s=30.0, grad_mb=100.0,
+               worker_demand=j.worker_demand, ps_demand=j.ps_demand, utility=j.utility)
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    plan = pol.plan(replace(_view(c, [j], now=1800.0), explain=True))
+    assert str(plan.waiting["late"]) == ("admitted: oasis: admitted for slot 1 (starts at 3600 s "
+                                         "on the store's clock)")
+    assert plan.explain["late"].startswith("oasis: admitted (payoff μ = ")

@@ -156,3 +156,31 @@ def test_tiresias_keeps_queue_history_across_an_index_rebuild_but_not_a_new_hist
     assert pol._entered["A"] == (1, 30.0)
     pol.plan(view(30.0, 2, 8))  # another history: A is filed as if seen for the first time
     assert pol._entered["A"] == (1, 0.0)
+
+
+def test_policies_say_why_each_waiting_job_waits_when_asked():
+    """``ClusterView.explain``: a job too big for the free GPUs, the jobs behind it (FIFO's head
+    of line), a job preempted for another (SRTF); nothing when not asked (simulation)."""
+    from stint.model import Allocation
+    from stint.model.allocation import WaitCode
+    from stint.policies.base import ClusterView, JobStatus, Phase
+
+    running = JobStatus(job("R", 0, 2, 100), Phase.RUNNING, Allocation.of({0: 2}), first_start_s=0.0)
+    big, small = JobStatus(job("B", 1, 4, 10)), JobStatus(job("S", 2, 1, 5))
+    jobs = [running, big, small]
+
+    def view(explain: bool) -> ClusterView:
+        return ClusterView(3.0, Cluster.uniform(1, 4), jobs, [2], ScalingModel(),
+                           tuple(j.job_id for j in jobs), explain=explain)
+
+    plan = make("fifo").plan(view(True))
+    assert plan.allocations == {}
+    assert str(plan.waiting["B"]) == "capacity: needs 4 GPUs, 2 free"
+    assert plan.waiting["S"].code is WaitCode.BEHIND and "behind job B (fifo" in str(plan.waiting["S"])
+    assert make("fifo").plan(view(False)).waiting == {}
+    plan = make("srtf").plan(view(True))  # S (5 s) preempts nothing: 2 GPUs are free; B waits
+    assert "S" in plan.allocations and plan.waiting["B"].code is WaitCode.CAPACITY
+    short = JobStatus(job("X", 2, 4, 1))
+    jobs[1:] = [short]
+    plan = make("srtf").plan(view(True))  # X (1 s, 4 GPUs) preempts R (97 s left)
+    assert plan.allocations["R"] == Allocation() and str(plan.waiting["R"]) == "preempted: preempted for job X (srtf)"

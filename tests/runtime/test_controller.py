@@ -230,6 +230,9 @@ def test_a_pin_on_a_queued_job_waits_for_the_policy(h: Harness, tmp_path: Path) 
     for _ in range(5):
         h.ctl.step(time.time())
     assert (h.job(head).state, h.job(pinned).state) == ("queued", "queued")
+    # why they wait, from the policy (Plan.waiting), in plain language on the job
+    assert h.job(head).reason == "capacity: needs 4 GPUs, 2 free"
+    assert h.job(pinned).reason == f"behind: behind job {head} (fifo, head of line)"
     h.store.request(a, h.caller, "cancel", "", time.time(), cancel_requested=True)
     h.run_until(pinned, lambda j: j.state == "succeeded", "the pinned job to run after the head")
     assert h.job(head).first_start_at <= h.job(pinned).first_start_at

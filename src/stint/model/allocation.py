@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,27 @@ class Allocation:
 EMPTY = Allocation()
 
 
+class WaitCode(StrEnum):
+    """Why a job the policy does not run waits: a small fixed vocabulary (with a detail text)."""
+
+    CAPACITY = "capacity"  # it does not fit on the free GPUs ("needs 4 GPUs, 3 free")
+    BEHIND = "behind"  # jobs ahead of it in the policy's order wait first (head of line)
+    PREEMPTED = "preempted"  # the policy took its GPUs for another job
+    ADMITTED = "admitted"  # admitted for a later slot (OASiS)
+    PINNED = "pinned"  # an operator pin waits for its placement
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A waiting job's reason: ``code`` from the vocabulary, ``detail`` for people."""
+
+    code: WaitCode
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
 @dataclass(slots=True)
 class Plan:
     """A policy's decision at one instant.
@@ -56,11 +78,14 @@ class Plan:
     ``explain`` maps job ids to a short account of what the policy decided for them and why
     (OASiS: the admission and the committed schedule); the live control plane stores the latest
     one on the job and shows it (``stint show``). It changes nothing by itself.
+    ``waiting`` maps jobs the policy does not run to why they wait (``Wait``); policies fill it
+    when the view asks (``ClusterView.explain``, set live), since it costs a string per job.
     """
 
     allocations: dict[str, Allocation] = field(default_factory=dict)
     reject: dict[str, str] = field(default_factory=dict)
     explain: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, Wait] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return not (self.allocations or self.reject)

@@ -17,7 +17,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from typing import Any
 
-from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.allocation import EMPTY, Allocation, Plan, Wait, WaitCode
 from stint.placement.packing import give, place, take
 from stint.policies.base import ClusterView, JobStatus, Phase
 
@@ -85,6 +85,7 @@ def fill(
     preempts: Callable[[Key, Key], bool] | None = None,
     max_skip: int = 0,
     strategy: str = "consolidated",
+    policy: str = "",
 ) -> Plan:
     """One scheduling pass over ``index`` (already synced with ``view``).
 
@@ -96,6 +97,9 @@ def fill(
        (``max_skip=0`` is strict head-of-line blocking, as FIFO). The pass also ends when no GPU
        is free and the job cannot preempt: ``preempts`` must be monotone (a job that cannot
        preempt the worst running job cannot be followed by one that can), as key orders are.
+    5. When the view asks (``view.explain``), every waiting job the pass looked at gets its
+       reason (``Plan.waiting``): too big for the free GPUs, or preempted for a named job; the
+       jobs after the one that ended the pass wait behind it (the first ``EXPLAIN_BEHIND``).
     """
     by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
     free = list(view.free_gpus)
@@ -108,6 +112,7 @@ def fill(
     # staging measures it; since keys only get worse down the list, later jobs can never get
     # more, so any later job needing more is skipped in O(1) (it would only stage and discard).
     reachable = cluster_total
+    why = _Why(plan, policy or "policy") if view.explain else None
     for wkey, wid in index.waiting:
         spec = by_id[wid].spec
         gpw = int(spec.worker_demand.gpu)
@@ -118,7 +123,11 @@ def fill(
         can_preempt = preempts is not None and worst > 0 and preempts(wkey, index.running[worst - 1][0])
         if (need > free_total and not can_preempt) or need > reachable:
             skipped += 1
+            if why is not None:
+                why.capacity(wid, need, free_total)
             if skipped > max_skip or free_total <= 0:
+                if why is not None:
+                    why.behind(index, wid)
                 break
             continue
         placement = place(free, spec.requested_workers, gpw, strategy) if need <= free_total else None
@@ -140,17 +149,51 @@ def fill(
                 take(free, victim.allocation, victim.spec.gpus_per_worker)
                 free_total -= victim.held_gpus
             skipped += 1
+            if why is not None:
+                why.capacity(wid, need, free_total)
             if skipped > max_skip:
+                if why is not None:
+                    why.behind(index, wid)
                 break
             continue
         for _, rid in index.running[staged:worst]:  # commit
             plan.allocations[rid] = EMPTY
+            if why is not None:
+                why.preempted(rid, wid)
         worst = staged
         take(free, placement, gpw)
         free_total -= need
         reachable -= need
         plan.allocations[wid] = Allocation.of(placement)
     return plan
+
+
+EXPLAIN_BEHIND = 200  # waiting jobs after the head of the line that get a reason per pass
+
+
+class _Why:
+    """Builds ``Plan.waiting`` for one pass of ``fill``."""
+
+    def __init__(self, plan: Plan, policy: str) -> None:
+        self.plan, self.policy = plan, policy
+
+    def capacity(self, job_id: str, need: int, free: int) -> None:
+        self.plan.waiting[job_id] = Wait(WaitCode.CAPACITY, f"needs {need} GPUs, {free} free")
+
+    def preempted(self, job_id: str, for_job: str) -> None:
+        self.plan.waiting[job_id] = Wait(WaitCode.PREEMPTED,
+                                         f"preempted for job {for_job} ({self.policy})")
+
+    def behind(self, index: OrderIndex, head: str) -> None:
+        after, told = False, 0
+        for _, wid in index.waiting:
+            if told >= EXPLAIN_BEHIND:
+                break
+            if after and wid not in self.plan.allocations and wid not in self.plan.reject:
+                self.plan.waiting[wid] = Wait(WaitCode.BEHIND,
+                                              f"behind job {head} ({self.policy}, head of line)")
+                told += 1
+            after = after or wid == head
 
 
 _TOTALS: dict[int, tuple[object, int]] = {}

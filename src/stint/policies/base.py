@@ -123,6 +123,7 @@ class ClusterView:
     free_resources: Sequence[Sequence[float]] | None = None
     history: int | None = None
     down_nodes: frozenset[int] = frozenset()  # nodes that are down now (nothing may go there)
+    explain: bool = False  # the mechanism wants ``Plan.waiting`` (why each waiting job waits)
 
 
 class Policy(Protocol):

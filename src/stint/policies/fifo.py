@@ -31,4 +31,4 @@ class Fifo(PolicyBase):
 
     def plan(self, view: ClusterView) -> Plan:
         self._index.sync(view)
-        return fill(view, self._index, max_skip=0, strategy=self.placement)
+        return fill(view, self._index, max_skip=0, strategy=self.placement, policy="fifo")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.allocation import EMPTY, Allocation, Plan, Wait, WaitCode
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.utility import SigmoidUtility, Utility
@@ -170,6 +170,8 @@ class OASiS(PolicyBase):
                 want = self.feasible_at(st.spec, now_slot)
                 if want != st.allocation:
                     plan.allocations[st.job_id] = want
+                if not want and view.explain:
+                    plan.waiting[st.job_id] = self._wait(st.job_id, now_slot)
         return plan
 
     def _overran(self, job_id: str, now_slot: int) -> bool:
@@ -221,6 +223,15 @@ class OASiS(PolicyBase):
         self.committed[spec.job_id] = (job, sched)
         plan.explain[spec.job_id] = self.describe(spec.job_id, "admitted")
         return sched
+
+    def _wait(self, job_id: str, now_slot: int) -> Wait:
+        _, s = self.committed[job_id]
+        later = [s.start_slot + i for i, w in enumerate(s.workers) if w.sum() and
+                 s.start_slot + i > now_slot]
+        if not later:
+            return Wait(WaitCode.ADMITTED, "oasis: admitted; its schedule has ended")
+        return Wait(WaitCode.ADMITTED, f"oasis: admitted for slot {later[0]} (starts at "
+                    f"{later[0] * self.slot_s:g} s on the store's clock)")
 
     def describe(self, job_id: str, what: str) -> str:
         """The committed schedule in words: payoff, slots and workers per slot."""

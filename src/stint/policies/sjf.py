@@ -63,7 +63,8 @@ class Sjf(PolicyBase):
     def plan(self, view: ClusterView) -> Plan:
         self._index.sync(view)
         return fill(
-            view, self._index, preempts=self._preempts(view.now), max_skip=self.max_skip, strategy=self.placement
+            view, self._index, preempts=self._preempts(view.now), max_skip=self.max_skip,
+            strategy=self.placement, policy=self.name,
         )
 
 

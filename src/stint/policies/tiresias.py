@@ -112,6 +112,7 @@ class Tiresias(PolicyBase):
             preempts=self._preempts,
             max_skip=self.max_skip,
             strategy=self.placement,
+            policy=self.name,
         )
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         for jid, alloc in plan.allocations.items():  # arm now, so the engine knows when to wake us

@@ -50,6 +50,7 @@ class JobCache:
         self._stale: set[int] = set()
         self._plain: set[int] = set()  # queued or preempted, no request, pin or target
         self._trusted = False  # the cached rows match the store (a resync may diff against them)
+        self._noted: set[int] = set()  # stale rows whose change no policy sees (``noted``)
 
     def invalidate(self) -> None:
         """Reload everything at the next refresh (after a restart or a failed step), and tell
@@ -98,9 +99,9 @@ class JobCache:
             self.rows.update((j.id, j) for j in new)
             if out_of_order:  # keep arrival order (a late PostgreSQL commit, a re-found row)
                 self.rows = dict(sorted(self.rows.items()))
-            changed = reload | {j.id for j in new}
+            changed = (reload - (self._noted - requested)) | {j.id for j in new}
         self._max_job, self._max_override = marker
-        self._stale = set()
+        self._stale, self._noted = set(), set()
         r.expunge_all()  # decide on detached rows: nothing is written until the step commits
         for jid in changed:
             self.statuses.pop(str(jid), None)
@@ -150,6 +151,12 @@ class JobCache:
         out = [j for j in self.rows.values() if instance_state(j).modified]
         self._stale.update(j.id for j in out)
         return out
+
+    def noted(self, jobs: Iterable[Job]) -> None:
+        """These rows' last changes were only what users read (a waiting reason, a decision):
+        they are reloaded, but not reported changed to the policy (its view of them is the
+        same)."""
+        self._noted.update(j.id for j in jobs)
 
     def forget_changes(self, jobs: Iterable[Job]) -> None:
         """The step failed before committing: reload these rows instead of trusting them."""

@@ -183,14 +183,19 @@ class Controller:
         """Write the columns the step changed (only those: the API may have set request columns
         meanwhile) and the transitions, in one transaction."""
         changed = self.cache.modified()
-        self._pending.update(str(j.id) for j in changed)
         if not changed and not rec.items:
             return
+        notes = []  # rows whose only change is what users read (a waiting reason, a decision)
         with self.store.session() as w:
             for job in changed:
                 values = {a.key: a.value for a in inspect(job).attrs if a.history.has_changes()}
                 w.execute(update(Job).where(Job.id == job.id).values(**values))
+                if values.keys() <= _NOTES:
+                    notes.append(job)
+                else:
+                    self._pending.add(str(job.id))
             w.add_all(rec.items)
+        self.cache.noted(notes)  # not news to the policy: its view of them did not change
 
     def _tick_due(self, now: float) -> bool:
         """True if a slot boundary of the policy's ticks that it may act on passed since the
@@ -387,7 +392,7 @@ class Controller:
         view = ClusterView(t, self.cluster, statuses, ledger.free_gpus, self.perf,
                            tuple(sorted(changed)), by_id=known, stream=self.cache.stream,
                            free_resources=ledger.free, history=id(self),
-                           down_nodes=frozenset(ledger.down))
+                           down_nodes=frozenset(ledger.down), explain=True)
         t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
         plan = self.policy.plan(view)
         report.plan_s = time.perf_counter() - t0
@@ -403,6 +408,11 @@ class Controller:
         for j, text in plan.explain.items():
             if j in known and jobs[int(j)].decision != text:
                 jobs[int(j)].decision = text
+        for j, wait in plan.waiting.items():  # why it waits, for ``stint jobs`` and ``show``
+            row = jobs.get(int(j)) if j in known else None
+            if row is not None and row.state in (S.QUEUED, S.PREEMPTED) and not row.target \
+                    and row.reason != str(wait):
+                row.reason = str(wait)
         plan = Plan({j: a for j, a in plan.allocations.items() if j in known and j not in pinned},
                     {j: r for j, r in plan.reject.items() if j in known})
         named = [*plan.allocations, *plan.reject]
@@ -600,6 +610,9 @@ def _policy_sees(job: Job) -> bool:
     if job.state in TERMINAL or job.cancel_requested:
         return False
     return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
+
+
+_NOTES = frozenset({"reason", "decision"})
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:
