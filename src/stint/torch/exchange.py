@@ -31,6 +31,8 @@ import torch.distributed as dist
 
 STOP = 1  # a worker was asked to stop (SIGUSR1/SIGTERM): every worker stops at the next boundary
 CHECKPOINT = 2  # rank 0's interval policy says a periodic checkpoint is due
+# torch 2.13 renamed all_gather_into_tensor (deprecated there) to all_gather_single.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 SHARDED_MIN_BYTES = 1 << 20  # gradients from 1 MiB: the sharded path (benchmarks/torch_exchange.py)
 
 Segment = tuple[int, int]  # logical ranks [lo, hi)
@@ -202,7 +204,7 @@ class Exchange:
 def gather(mine: torch.Tensor, world_size: int) -> torch.Tensor:
     """Every worker's ``mine`` (same shape on all), stacked: shape [world_size, *mine.shape]."""
     out = torch.empty(world_size * mine.numel(), dtype=mine.dtype, device=mine.device)
-    dist.all_gather_into_tensor(out, mine.contiguous().reshape(-1))
+    _all_gather_single(out, mine.contiguous().reshape(-1))
     return out.view(world_size, *mine.shape)
 
 

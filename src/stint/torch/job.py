@@ -47,6 +47,7 @@ T = TypeVar("T")
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: "stopped cleanly at a checkpoint, resume me"
 _STATUS_EVERY = 1.0  # seconds between status-file updates
+_EXCHANGES: dict[str, bool | None] = {"auto": None, "sharded": True, "gathered": False}
 
 
 class Job:
@@ -64,12 +65,15 @@ class Job:
         background: bool = True,
         counters: dict[str, Any] | None = None,
         check_every: int | None = 100,
+        exchange: str = "auto",
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
     ) -> None:
         for name, obj in tracked.items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"stint.init: {name}={type(obj).__name__} has no state_dict/load_state_dict")
+        if exchange not in _EXCHANGES:
+            raise ValueError(f"stint.init: exchange={exchange!r} must be one of {sorted(_EXCHANGES)}")
         if check_every is not None and check_every < 1:
             raise ValueError(f"stint.init: check_every={check_every} must be a positive number of steps")
         self.env = env
@@ -105,7 +109,8 @@ class Job:
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._connect(timeout)
         self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
-        self._exchange = Exchange(self._params, self.placement) if env.logical_world_size > 1 else None
+        self._exchange = (Exchange(self._params, self.placement, sharded=_EXCHANGES[exchange])
+                          if env.logical_world_size > 1 else None)
         self._resume()
         self._swapper = rng.Swapper(self._rng)
         self._last_ckpt_clock, self._last_ckpt_step = clock(), self.step
@@ -117,6 +122,13 @@ class Job:
     @property
     def logical_world_size(self) -> int:
         return self.env.logical_world_size
+
+    @property
+    def exchange(self) -> str:
+        """How gradients travel: "none" (L = 1 or P = 1), "gathered" or "sharded" (stint.torch.exchange)."""
+        if self._exchange is None or self.env.world_size == 1:
+            return "none"
+        return "sharded" if self._exchange.sharded else "gathered"
 
     @property
     def is_main(self) -> bool:
@@ -625,6 +637,7 @@ def init(
     background: bool = True,
     counters: dict[str, Any] | None = None,
     check_every: int | None = 100,
+    exchange: str = "auto",
     **tracked: Any,
 ) -> Job:
     """Join the job described by the STINT_* environment and resume it if it has a checkpoint.
@@ -637,8 +650,9 @@ def init(
     runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
     are written on a thread from an in-memory snapshot (preemption and final ones never are).
     ``check_every``: compare the replicas' checksums every that many steps and at every
-    checkpoint (None: never).
+    checkpoint (None: never). ``exchange``: "auto" (by gradient size), "sharded" or "gathered";
+    all give the same bits.
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
-               background=background, counters=counters, check_every=check_every)
+               background=background, counters=counters, check_every=check_every, exchange=exchange)
