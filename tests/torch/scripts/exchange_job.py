@@ -10,11 +10,11 @@ import argparse
 import hashlib
 import sys
 
-import stint.torch as stint  # noqa: I001 - first, as in the examples
-
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+import stint.torch as stint
 
 
 def main() -> int:
