@@ -41,6 +41,7 @@ from stint.torch import codec
 FORMAT = 2
 SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer hashes, same dedup
 MAGIC = b"STINTCK2"
+HOLDER = b"STINTBH2"  # the footer of a file pruned from the checkpoints but kept for blobs it holds
 _FOOTER = struct.Struct("<Q8s")  # manifest length, magic
 _GLOB = "step-*.ckpt"
 _CHUNK = 8 << 20  # bytes per write: the device starts on each chunk while the next is copied
@@ -86,6 +87,23 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (Linux)
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    """Free the disk blocks of [offset, offset + length) of a file (reads then give zeros)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return int(fallocate(fd, _PUNCH_HOLE, offset, length)) == 0
 
 
 def _sha256(data: memoryview | bytearray) -> str:
@@ -283,7 +301,7 @@ class CheckpointStore:
             ckpt, why = self._read_manifest(path)
             if ckpt is not None:
                 found.append(ckpt)
-            elif why != "gone":
+            elif why not in ("gone", "holder"):
                 skipped.append((path, why))
         sizes = {}
         for p in paths:
@@ -358,6 +376,8 @@ class CheckpointStore:
                     return None, f"cut short ({size} bytes, no footer)"
                 f.seek(size - _FOOTER.size)
                 length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+                if magic == HOLDER:
+                    return None, "holder"
                 if magic != MAGIC or length > size - _FOOTER.size:
                     return None, "cut short or not a checkpoint (no valid footer)"
                 f.seek(size - _FOOTER.size - length)
@@ -394,10 +414,35 @@ class CheckpointStore:
         away from (it resumed from an older one because they were corrupt) and are deleted.
         """
         valid = [c for c in self.checkpoints() if newest is None or c.step <= newest]
-        needed = {name for c in valid[: self.keep] for name in c.files}
+        kept = valid[: self.keep]
+        needed = {name for c in kept for name in c.files}
         for path in self.root.iterdir():
             if path.name.startswith(".tmp-") or (path.match(_GLOB) and path.name not in needed):
                 path.unlink(missing_ok=True)
+        for name in sorted(needed - {c.path.name for c in kept}):
+            self._make_holder(self.root / name, kept)
+
+    @staticmethod
+    def _make_holder(path: Path, kept: list[Checkpoint]) -> None:
+        """``path`` is no checkpoint any more, only the keeper of blobs that ``kept`` read from it:
+        mark its footer so (then it is not listed, so ``keep`` checkpoints are what is listed) and
+        free the disk blocks of every other blob in it (hole punching, where the filesystem can)."""
+        used = sorted((loc["offset"], loc["size"]) for c in kept for loc in c.manifest["blobs"].values()
+                      if loc["file"] == path.name)
+        with open(path, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(size - _FOOTER.size)
+            length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+            if magic == MAGIC:
+                f.seek(size - _FOOTER.size)
+                f.write(_FOOTER.pack(length, HOLDER))
+                f.flush()
+                os.fsync(f.fileno())
+            start = 0
+            for offset, nbytes in [*used, (size - _FOOTER.size - length, 0)]:
+                if offset > start:
+                    _punch(f.fileno(), start, offset - start)
+                start = max(start, offset + nbytes)
 
     def _path(self, step: int) -> Path:
         return self.root / f"step-{step:012d}.ckpt"
