@@ -106,6 +106,7 @@ class Exchange:
         self._done: dict[Segment, torch.Tensor] = {}
         self._mask = [False] * len(self.params)
         self._free: list[torch.Tensor] = []
+        self._recv: torch.Tensor | None = None
 
     def _buffer(self) -> torch.Tensor:
         width = self.shard * self.world_size if self.sharded else self.n
@@ -184,9 +185,14 @@ class Exchange:
             send = mine[0]
         else:  # [node, worker, shard] -> [worker, node, shard]
             send = torch.stack([m.view(p, s) for m in mine], dim=1).reshape(-1)
-        recv = torch.empty(sum(len(c) for c in self.covers) * s, dtype=self.dtype, device=self.device)
-        dist.all_to_all_single(recv, send, output_split_sizes=[len(c) * s for c in self.covers],
-                               input_split_sizes=[len(mine) * s] * p)
+        if self._recv is None:  # kept across steps, like DDP's buckets
+            self._recv = torch.empty(sum(len(c) for c in self.covers) * s, dtype=self.dtype, device=self.device)
+        recv = self._recv
+        if len({len(c) for c in self.covers}) == 1:  # even splits: gloo's faster alltoall
+            dist.all_to_all_single(recv, send)
+        else:
+            dist.all_to_all_single(recv, send, output_split_sizes=[len(c) * s for c in self.covers],
+                                   input_split_sizes=[len(mine) * s] * p)
         self._free += mine
         parts = recv.view(-1, s)
         values, k = {}, 0
@@ -194,11 +200,9 @@ class Exchange:
             for seg in c:
                 values[seg] = parts[k]
                 k += 1
-        finished = torch.empty(s + header.numel(), dtype=self.dtype, device=self.device)
-        finished[:s] = finish(values, 0, self.logical_world_size)
-        finished[s:] = header
-        out = gather(finished, p)
-        return out[:, :s].reshape(-1), out[:, s:]
+        total = torch.empty(p * s, dtype=self.dtype, device=self.device)  # the gradients handed out
+        _all_gather_single(total, finish(values, 0, self.logical_world_size).contiguous())
+        return total, gather(header, p)  # the small header on its own: no copy of the gradients
 
 
 def gather(mine: torch.Tensor, world_size: int) -> torch.Tensor:
