@@ -297,6 +297,8 @@ class Job:
     # ---- optimizer hooks (stint.torch.guards) --------------------------------------------
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         name = self._optimizers.get(id(optimizer))
+        if name is None and not self._updates_tracked(optimizer):
+            return  # another model's optimizer in the same process: none of this job's business
         if name is None:
             raise DivergenceError(
                 f"stint: an optimizer ({type(optimizer).__name__}) that was not passed to init() "
@@ -313,7 +315,12 @@ class Job:
                 "job.logical_ranks() or the loader's step batch, once per micro-batch.")
 
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        self._grads_pending = False
+        if id(optimizer) in self._optimizers:
+            self._grads_pending = False
+
+    def _updates_tracked(self, optimizer: torch.optim.Optimizer) -> bool:
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
+        return any(id(p) in owned for group in optimizer.param_groups for p in group["params"])
 
     def _check_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """Every parameter it updates belongs to a tracked module (and is reduced); its LR
