@@ -244,7 +244,6 @@ class Job:
         hosted = self.env.logical_ranks
         carry = self._take_carry() if self._exchange is not None else None
         swap, sliced = self._swapper, len(hosted) > 1
-        swap.outside()
         before = [b.clone() for b in self._buffers] if sliced else []
         after0: list[torch.Tensor] = []
         for slot, (lr, item) in enumerate(zip(hosted, items, strict=True)):
@@ -351,6 +350,7 @@ class Job:
         while self.step < end:
             self._boundary()
             rng.seed_outside(self.seed, self.step)
+            self._swapper.reseeded()
             yield self.step
             self._check_loop_ended()
             self.step += 1
