@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (before CUDA starts)
 
 
 def classification_data(n: int = 2048, d: int = 32, classes: int = 4, seed: int = 1234):
@@ -55,9 +58,10 @@ def evaluate(model: nn.Module, loader: DataLoader) -> float:
     """Accuracy over ``loader``; the model is left in eval mode."""
     model.eval()
     right = total = 0
+    device = next(model.parameters()).device
     with torch.no_grad():
         for x, y in loader:
-            right += int((model(x).argmax(dim=1) == y).sum())
+            right += int((model(x.to(device)).argmax(dim=1).cpu() == y).sum())
             total += len(y)
     return right / total
 
@@ -86,7 +90,7 @@ def digest(model: nn.Module) -> str:
     """A short hash of every parameter and buffer: equal digests mean bitwise-equal models."""
     h = hashlib.sha256()
     for t in model.state_dict().values():
-        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -101,6 +105,7 @@ def arguments(description: str, steps: int, batch_size: int) -> argparse.Argumen
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step (demos, tests)")
     p.add_argument("--log-every", type=int, default=0, help="print the parameter digest every N steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the DataLoader examples)")
     p.add_argument("--epochs", type=int, default=2, help="epochs (the DataLoader examples)")
     p.add_argument("--eval-every", type=int, default=4, help="steps between evaluations (DataLoader examples)")
     return p

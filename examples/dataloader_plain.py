@@ -16,7 +16,9 @@ from torch.utils.data import DataLoader
 
 def train_loss(model, x, y):
     """Forward (autocast to bfloat16: AMP on the CPU) and backward of one batch; its loss."""
-    with torch.autocast(x.device.type, dtype=torch.bfloat16):
+    device = next(model.parameters()).device
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16):
         loss = F.cross_entropy(model(x), y)
     loss.backward()
     return loss.detach()
@@ -25,9 +27,10 @@ def train_loss(model, x, y):
 def main() -> None:
     args = arguments(__doc__.splitlines()[0], steps=0, batch_size=32).parse_args()
     torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(args.seed)
     train_set, eval_set = AugmentedImages(train=True), AugmentedImages(train=False)
-    model = SmallCNN()
+    model = SmallCNN().to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     total = args.epochs * (len(train_set) // args.batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=total, pct_start=0.25)

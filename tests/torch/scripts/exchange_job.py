@@ -23,13 +23,15 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--accumulate", type=int, default=2)
     p.add_argument("--diverge-at", type=int, default=None)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 63), nn.Tanh(), nn.Dropout(0.2), nn.Linear(63, 4))  # 2335 values
+    model = nn.Sequential(nn.Linear(32, 63), nn.Tanh(), nn.Dropout(0.2), nn.Linear(63, 4)).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(256, 32, generator=g), torch.randint(0, 4, (256,), generator=g)
+    x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
     job = stint.init(model=model, optimizer=opt, check_every=2, exchange=args.exchange)
     sampler = stint.Sampler(len(x), batch_size=32, seed=0)
     try:
@@ -41,6 +43,7 @@ def main() -> int:
                 opt.zero_grad()
             losses = []
             for idx in job.batches(sampler):
+                idx = idx.to(args.device)
                 loss = F.cross_entropy(model(x[idx]), y[idx])
                 loss.backward()
                 losses.append(loss)
@@ -51,7 +54,7 @@ def main() -> int:
     except stint.DivergenceError as e:
         print(f"divergence: {e}", flush=True)
         return 3
-    h = hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
+    h = hashlib.sha256(b"".join(t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
                                 for t in model.state_dict().values()))
     print(f"done digest {h.hexdigest()[:16]} exchange {job.exchange}", flush=True)
     return 0
