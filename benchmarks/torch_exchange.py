@@ -67,6 +67,7 @@ def worker(modes: list[str], mb: int, rounds: int) -> None:
                     dist.all_reduce(flat)
                 flat.div_(env.world_size)
             else:
+                exchanges[m].start_step(reuse=True)  # what Job does after zero_grad()
                 for lr in env.logical_ranks:
                     for p, g in zip(params, grads):
                         p.grad = g

@@ -105,12 +105,25 @@ class Exchange:
         self.shard = -(-self.n // self.world_size) if self.sharded else self.n  # ceil(n / P)
         self._done: dict[Segment, torch.Tensor] = {}
         self._mask = [False] * len(self.params)
-        self._free: list[torch.Tensor] = []
+        self._free: list[torch.Tensor] = []  # flat buffers (width ``_buffer``) kept across steps
+        self._spare: list[torch.Tensor] = []  # shard-sized scratch for finishing the tree
         self._recv: torch.Tensor | None = None
+        self._send: torch.Tensor | None = None
+        self._handed: torch.Tensor | None = None  # the buffer the last step's gradients view
+
+    def start_step(self, reuse: bool) -> None:
+        """A micro-batch loop begins. ``reuse``: the last step's gradients are no parameter's
+        ``.grad`` any more (zero_grad ran), so their buffer may take this step's (no allocation,
+        no page faults: what DDP's gradient buckets do)."""
+        if reuse and self._handed is not None and self._handed.numel() == self._width():
+            self._free.append(self._handed)
+        self._handed = None
+
+    def _width(self) -> int:
+        return self.shard * self.world_size if self.sharded else self.n
 
     def _buffer(self) -> torch.Tensor:
-        width = self.shard * self.world_size if self.sharded else self.n
-        return self._free.pop() if self._free else torch.empty(width, dtype=self.dtype, device=self.device)
+        return self._free.pop() if self._free else torch.empty(self._width(), dtype=self.dtype, device=self.device)
 
     def take(self, logical_rank: int) -> None:
         """Fold the live gradients (of logical rank ``logical_rank``'s micro-batch) in; clear them."""
@@ -151,6 +164,7 @@ class Exchange:
             total, headers = self._reduce_sharded(local, header)
         else:
             total, headers = self._reduce_gathered(local, header)
+        self._handed = total
         total = total[: self.n].div_(self.logical_world_size)
         has_grad = headers[:, :-1].amax(dim=0).tolist()
         offset = 0
@@ -187,7 +201,9 @@ class Exchange:
             send = torch.stack([m.view(p, s) for m in mine], dim=1).reshape(-1)
         if self._recv is None:  # kept across steps, like DDP's buckets
             self._recv = torch.empty(sum(len(c) for c in self.covers) * s, dtype=self.dtype, device=self.device)
-        recv = self._recv
+            self._send = torch.empty(p, s, dtype=self.dtype, device=self.device)
+        recv, send2 = self._recv, self._send
+        assert send2 is not None
         if len({len(c) for c in self.covers}) == 1:  # even splits: gloo's faster alltoall
             dist.all_to_all_single(recv, send)
         else:
@@ -200,9 +216,34 @@ class Exchange:
             for seg in c:
                 values[seg] = parts[k]
                 k += 1
-        total = torch.empty(p * s, dtype=self.dtype, device=self.device)  # the gradients handed out
-        _all_gather_single(total, finish(values, 0, self.logical_world_size).contiguous())
+        finish_into(values, 0, self.logical_world_size, send2[0], self._spare)
+        send2[1:] = send2[0]
+        # The all-gather as an all_to_all of P copies of the shard: on gloo 3x faster than its
+        # allgather at 200 MB (benchmarks/RESULTS.md), the same bytes on the wire.
+        total = self._buffer()
+        dist.all_to_all_single(total, send2.view(-1))
         return total, gather(header, p)  # the small header on its own: no copy of the gradients
+
+
+def finish_into(values: dict[Segment, torch.Tensor], lo: int, hi: int, out: torch.Tensor,
+                spare: list[torch.Tensor]) -> None:
+    """:func:`finish` written into ``out``, with scratch from ``spare`` (returned there after)."""
+    if (lo, hi) in values:
+        out.copy_(values[(lo, hi)])
+        return
+    mid = split(lo, hi)
+    left = values.get((lo, mid))
+    if left is None:
+        finish_into(values, lo, mid, out, spare)
+        left = out
+    right, scratch = values.get((mid, hi)), None
+    if right is None:
+        scratch = spare.pop() if spare else torch.empty_like(out)
+        finish_into(values, mid, hi, scratch, spare)
+        right = scratch
+    torch.add(left, right, out=out)  # left + right, elementwise: the bits of finish()
+    if scratch is not None:
+        spare.append(scratch)
 
 
 def gather(mine: torch.Tensor, world_size: int) -> torch.Tensor:

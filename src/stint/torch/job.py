@@ -208,6 +208,10 @@ class Job:
         lws = self.env.logical_world_size
         return self.micro_batches([data.shard(self.step, lr, lws) for lr in self.env.logical_ranks])
 
+    def wait_for_checkpoint(self) -> None:
+        """Block until a background checkpoint write in flight is on disk (raises if it failed)."""
+        self._wait_for_write()
+
     def request_stop(self) -> None:
         """Ask the job to checkpoint and exit with code 75 at the next step boundary (what SIGUSR1 does)."""
         signals.request()
@@ -243,6 +247,8 @@ class Job:
         self._check_loop_ended()
         hosted = self.env.logical_ranks
         carry = self._take_carry() if self._exchange is not None else None
+        if self._exchange is not None:
+            self._exchange.start_step(reuse=carry is None)
         swap, sliced = self._swapper, len(hosted) > 1
         before = [b.clone() for b in self._buffers] if sliced else []
         after0: list[torch.Tensor] = []
