@@ -12,8 +12,10 @@ splicing).
 Two ways to bring the subtree sums together, chosen by size (both give the same bits):
 
 - *sharded* (large models): an ``all_to_all`` sends shard j of every subtree sum to worker j,
-  which finishes the tree on its shard; an ``all_gather`` of the finished shards gives everyone
-  the mean. Traffic and memory are those of one reduce-scatter plus one all-gather: one all-reduce.
+  which finishes the tree on its shard; an all-gather of the finished shards (a second
+  ``all_to_all``, of P copies: gloo's allgather is slower) gives everyone the mean. Traffic is that
+  of one reduce-scatter plus one all-gather, i.e. of one ring all-reduce; the buffers are kept
+  across steps (no allocation per step).
 - *gathered* (small models, where a collective's latency dominates): one ``all_gather`` of every
   worker's subtree sums, and every worker finishes the whole tree.
 
