@@ -13,6 +13,7 @@ Peak memory: the worker's peak RSS growth over its parameters and gradients (ru_
 
     .venv/bin/python benchmarks/torch_exchange.py            # all configurations
     .venv/bin/python benchmarks/torch_exchange.py --quick    # 20 MB only
+    .venv/bin/python benchmarks/torch_exchange.py --small    # 64 KiB to 4 MiB: sharded or gathered
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(modes: list[str], mb: int, rounds: int) -> None:
+def worker(modes: list[str], mb: float, rounds: int) -> None:
     """Time each mode per round, the modes in a rotating order within the round (same load for
     all); with one mode, its peak RSS growth is that mode's alone."""
     env = read_env()
@@ -49,7 +50,7 @@ def worker(modes: list[str], mb: int, rounds: int) -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{env.master_port}", rank=env.rank,
                                 world_size=env.world_size, timeout=timedelta(seconds=600))
-    n = mb * 2**20 // 4
+    n = int(mb * 2**20) // 32 * 8  # float32 values, in 8 tensors
     params = [torch.zeros(n // 8) for _ in range(8)]
     grads = [torch.randn(p.shape, generator=torch.Generator().manual_seed(env.rank)) for p in params]
     flat = torch.cat(grads)
@@ -78,7 +79,7 @@ def worker(modes: list[str], mb: int, rounds: int) -> None:
                       "extra_mb": _rss_mb() - base}))
 
 
-def run(modes: list[str], mb: int, workers: int, logical: int, rounds: int) -> dict[str, Any]:
+def run(modes: list[str], mb: float, workers: int, logical: int, rounds: int) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", ",".join(modes), "--mb", str(mb), "--rounds", str(rounds)]
     procs = launch.start(cmd, workers, logical, None, stdout=subprocess.PIPE)
     outs = [json.loads(p.communicate()[0].decode().splitlines()[-1]) for p in procs]
@@ -91,15 +92,20 @@ def run(modes: list[str], mb: int, workers: int, logical: int, rounds: int) -> d
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--mb", type=int, default=20, help=argparse.SUPPRESS)
+    p.add_argument("--mb", type=float, default=20, help=argparse.SUPPRESS)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="20 MB only")
+    p.add_argument("--small", action="store_true",
+                   help="sharded against gathered for small models (where the switch should be)")
     a = p.parse_args()
     if a.worker:
         worker(a.worker.split(","), a.mb, a.rounds)
         return
-    configs = [(20, 4, 4, ["allreduce", "sharded", "gathered"]), (20, 4, 8, ["allreduce", "sharded"])]
-    if not a.quick:
+    configs: list[tuple[float, int, int, list[str]]] = [
+        (20, 4, 4, ["allreduce", "sharded", "gathered"]), (20, 4, 8, ["allreduce", "sharded"])]
+    if a.small:
+        configs = [(mb, 4, 4, ["allreduce", "sharded", "gathered"]) for mb in (0.0625, 0.25, 1, 4)]
+    if not (a.quick or a.small):
         configs += [(200, 4, 4, ["allreduce", "sharded"])]
     print("| gradients | P | L | exchange | ms/step (same run) | / all_reduce | peak RSS growth MB |")
     print("|---|---|---|---|---|---|---|")
@@ -107,9 +113,9 @@ def main() -> None:
         timed = run(modes, mb, workers, lws, a.rounds)["seconds"]
         for m in modes:
             memory = run([m], mb, workers, lws, 2)["extra_mb"]
-            print(f"| {mb} MB | {workers} | {lws} | {m} | {1000 * timed[m]:.1f} | "
+            print(f"| {mb:g} MB | {workers} | {lws} | {m} | {1000 * timed[m]:.1f} | "
                   f"{timed[m] / timed['allreduce']:.2f} | {memory:.0f} |", flush=True)
-    if not a.quick:  # memory against L on one worker hosting every logical rank (no peers)
+    if not (a.quick or a.small):  # memory against L on one worker hosting every logical rank (no peers)
         for lws in (1, 8):
             memory = run(["sharded" if lws > 1 else "allreduce"], 100, 1, lws, 2)["extra_mb"]
             print(f"| 100 MB | 1 | {lws} | {'tree' if lws > 1 else 'none'} | | | {memory:.0f} |", flush=True)
