@@ -76,7 +76,10 @@ def worker(modes: list[str], mb: float, rounds: int) -> None:
                 exchanges[m].reduce(0)
             times[m].append(time.perf_counter() - t0)
     print(json.dumps({"rank": env.rank, "seconds": {m: statistics.median(t[1:]) for m, t in times.items()},
-                      "extra_mb": _rss_mb() - base}))
+                      "extra_mb": _rss_mb() - base}), flush=True)
+    if env.world_size > 1:
+        dist.barrier()
+        dist.destroy_process_group()  # gloo's threads torn down before exit (else a rare abort)
 
 
 def run(modes: list[str], mb: float, workers: int, logical: int, rounds: int) -> dict[str, Any]:

@@ -35,7 +35,7 @@ STOP = 1  # a worker was asked to stop (SIGUSR1/SIGTERM): every worker stops at 
 CHECKPOINT = 2  # rank 0's interval policy says a periodic checkpoint is due
 # torch 2.13 renamed all_gather_into_tensor (deprecated there) to all_gather_single.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-SHARDED_MIN_BYTES = 1 << 20  # gradients from 1 MiB: the sharded path (benchmarks/torch_exchange.py)
+SHARDED_MIN_BYTES = 1 << 18  # gradients from 256 KiB: the sharded path (benchmarks/RESULTS.md)
 
 Segment = tuple[int, int]  # logical ranks [lo, hi)
 
