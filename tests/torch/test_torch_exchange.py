@@ -48,3 +48,33 @@ def test_replicas_that_differ_raise_an_error_naming_the_tensor(tmp_path):
     for out in outs:  # checked every 2 steps: caught at the boundary of step 4, on both workers
         assert "divergence: stint: the replicas diverged before step 4: model.0.weight differs between " \
                "worker 0 and worker(s) [1]" in out
+
+
+@pytest.mark.parametrize("logical", [2, 3, 5, 6, 8])
+def test_folding_as_ranks_come_equals_the_tree_in_any_order(logical):
+    """One worker hosting every rank, in a shuffled order, folds to the bits of the tree; the
+    sharded path's finish_into gives the same bits as finish."""
+    import random
+
+    import torch
+
+    from stint.torch.exchange import Exchange, finish, finish_into
+
+    g = torch.Generator().manual_seed(logical)
+    grads = [torch.randn(1000, generator=g) * 10 ** torch.randn(1000, generator=g) for _ in range(logical)]
+    leaves = {(r, r + 1): grads[r] for r in range(logical)}
+    tree = finish(leaves, 0, logical)
+    out = torch.empty(1000)
+    finish_into(leaves, 0, logical, out, [])
+    assert torch.equal(out, tree)
+    order = list(range(logical))
+    random.Random(logical).shuffle(order)
+    param = torch.zeros(1000, requires_grad=True)
+    ex = Exchange([param], [tuple(order)])
+    for r in order:
+        param.grad = grads[r].clone()
+        ex.take(r)
+    ex.reduce(0)
+    assert torch.equal(param.grad, tree / logical)
+    left_fold = sum(grads[1:], grads[0].clone())
+    assert logical < 4 or not torch.equal(tree, left_fold)  # from L = 4 another order than a plain sum
