@@ -26,18 +26,20 @@ from common import SmallCNN, image_data
 
 import stint.torch as stint
 
+DEVICE = torch.device("cpu")
+
 
 def plain(batch: int) -> Iterator[None]:
     """The example CNN's loop without stint: its own shuffled indices, one step per next()."""
     torch.manual_seed(0)
-    x, y = image_data()
-    model = SmallCNN()
+    x, y = (t.to(DEVICE) for t in image_data())
+    model = SmallCNN().to(DEVICE)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     step, perm = 0, torch.randperm(len(x))
     while True:
         i = step % (len(x) // batch)
         if i == 0:
-            perm = torch.randperm(len(x))
+            perm = torch.randperm(len(x)).to(DEVICE)
         idx = perm[i * batch : (i + 1) * batch]
         opt.zero_grad()
         F.cross_entropy(model(x[idx]), y[idx]).backward()
@@ -49,14 +51,15 @@ def plain(batch: int) -> Iterator[None]:
 def with_stint(batch: int, logical: int) -> Iterator[None]:
     """The same loop through stint (no checkpoint directory: the per-step machinery only)."""
     torch.manual_seed(0)
-    x, y = image_data()
-    model = SmallCNN()
+    x, y = (t.to(DEVICE) for t in image_data())
+    model = SmallCNN().to(DEVICE)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     job = stint.init(model=model, optimizer=opt, logical_world_size=logical)
     sampler = stint.Sampler(len(x), batch_size=batch, seed=0)
     for _ in job.steps(10**12):
         opt.zero_grad()
         for idx in job.batches(sampler):
+            idx = idx.to(DEVICE)
             F.cross_entropy(model(x[idx]), y[idx]).backward()
         opt.step()
         yield
@@ -87,6 +90,8 @@ def rounds(loops: dict[str, Iterator[None]], blocks: int, steps: int) -> dict[st
             t0 = time.perf_counter()
             for _ in range(steps):
                 next(loops[name])
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
             times[name].append((time.perf_counter() - t0) / steps)
     return times
 
@@ -105,8 +110,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5, help="steps per block")
     p.add_argument("--batch", type=int, default=64, help="global batch")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    global DEVICE
+    DEVICE = torch.device(a.device)
     t = rounds({"plain": plain(a.batch), "plain again": plain(a.batch), "stint": with_stint(a.batch, 1)},
                a.blocks, a.steps)
     own = bookkeeping(1)

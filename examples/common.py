@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import random
 
+import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (before CUDA starts)
 
 
 def classification_data(n: int = 2048, d: int = 32, classes: int = 4, seed: int = 1234):
@@ -24,6 +30,40 @@ def image_data(n: int = 1024, size: int = 16, classes: int = 10, seed: int = 123
     y = torch.randint(0, classes, (n,), generator=g)
     x = patterns[y] + 0.5 * torch.randn(n, 1, size, size, generator=g)
     return x, y
+
+
+class AugmentedImages(Dataset):
+    """Noisy 1-channel images of 10 classes; training samples are augmented randomly in
+    ``__getitem__`` (flip with torch, shift with Python's random, noise with NumPy), as a
+    DataLoader worker would."""
+
+    def __init__(self, train: bool, n: int = 256, size: int = 12, seed: int = 1234) -> None:
+        x, y = image_data(n=n, size=size, seed=seed if train else seed + 1)
+        self.x, self.y, self.train = x, y, train
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.x[i]
+        if self.train:
+            if torch.rand(()) < 0.5:
+                x = x.flip(-1)
+            x = x.roll(random.randint(-1, 1), dims=-2)
+            x = x + torch.from_numpy(np.random.normal(0.0, 0.1, x.shape).astype(np.float32))
+        return x, self.y[i]
+
+
+def evaluate(model: nn.Module, loader: DataLoader) -> float:
+    """Accuracy over ``loader``; the model is left in eval mode."""
+    model.eval()
+    right = total = 0
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for x, y in loader:
+            right += int((model(x.to(device)).argmax(dim=1).cpu() == y).sum())
+            total += len(y)
+    return right / total
 
 
 def mlp(d: int = 32, hidden: int = 64, classes: int = 4) -> nn.Module:
@@ -50,7 +90,7 @@ def digest(model: nn.Module) -> str:
     """A short hash of every parameter and buffer: equal digests mean bitwise-equal models."""
     h = hashlib.sha256()
     for t in model.state_dict().values():
-        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -65,4 +105,7 @@ def arguments(description: str, steps: int, batch_size: int) -> argparse.Argumen
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step (demos, tests)")
     p.add_argument("--log-every", type=int, default=0, help="print the parameter digest every N steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the DataLoader examples)")
+    p.add_argument("--epochs", type=int, default=2, help="epochs (the DataLoader examples)")
+    p.add_argument("--eval-every", type=int, default=4, help="steps between evaluations (DataLoader examples)")
     return p

@@ -86,7 +86,13 @@ def test_prune_keeps_an_older_file_while_a_kept_checkpoint_reads_from_it(tmp_pat
     for step in range(1, 5):
         state["big"].fill_(float(step))
         store.save(step, state)
-    assert [c.step for c in store.checkpoints()] == [4, 3, 1]  # 1 holds "frozen" for 3 and 4
+    # keep=2: two checkpoints. Step 1's file stays only as the holder of "frozen" for 3 and 4:
+    # not listed, and its other blobs' disk blocks are freed.
+    assert [c.step for c in store.checkpoints()] == [4, 3]
+    holder = tmp_path / "step-000000000001.ckpt"
+    assert holder.exists()
+    frozen = _state(0)["frozen"].numel() * 4
+    assert holder.stat().st_blocks * 512 < frozen + 3 * SMALL_TENSOR  # "big" and the rest punched out
     assert torch.equal(store.load_latest()[1]["frozen"], _state(0)["frozen"])
     store.save(5, _unique(5))  # new content throughout: the older files are no longer needed
     store.save(6, _unique(6))
@@ -110,15 +116,19 @@ def test_a_corrupt_blob_is_detected_and_the_older_checkpoint_loaded(tmp_path, ca
     assert "skipping corrupt checkpoint" in capsys.readouterr().err
 
 
-def test_a_damaged_manifest_or_cut_file_is_not_a_checkpoint(tmp_path):
+def test_a_damaged_manifest_or_cut_file_is_not_a_checkpoint_and_each_skip_is_reported(tmp_path, capsys):
     store = CheckpointStore(tmp_path, keep=3)
     for step in (1, 2, 3):
-        store.save(step, _state(step))
+        store.save(step, _unique(step))
     f3 = tmp_path / "step-000000000003.ckpt"
     f3.write_bytes(f3.read_bytes().replace(b'"step": 3', b'"step": 9'))  # checksum no longer matches
     f2 = tmp_path / "step-000000000002.ckpt"
     f2.write_bytes(f2.read_bytes()[:-1])  # footer cut short
     assert [c.step for c in store.checkpoints()] == [1]
+    assert store.load_latest()[0].step == 1
+    err = capsys.readouterr().err
+    assert f"skipping checkpoint {f2}: cut short or not a checkpoint" in err
+    assert f"skipping checkpoint {f3}: its manifest does not match its checksum" in err
 
 
 def test_a_checkpoint_whose_shared_file_is_gone_is_not_a_checkpoint(tmp_path):

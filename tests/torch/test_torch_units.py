@@ -97,3 +97,15 @@ def test_env_errors_name_the_variable(environ, message):
 )
 def test_launcher_combines_exit_codes(codes, combined):
     assert combined_code(codes) == combined
+
+
+def test_the_launcher_returns_the_first_failing_workers_code():
+    """Worker 1 fails with 3; the launcher then terminates worker 0 (exit by SIGTERM, 143)."""
+    import sys
+
+    from stint.torch import launch
+
+    code = "import os, sys, time; sys.exit(3) if os.environ['STINT_RANK'] == '1' else time.sleep(60)"
+    procs = launch.start([sys.executable, "-c", code], 2, 2, None)
+    assert launch.wait(procs) == 3
+    assert procs[0].poll() == -15

@@ -13,8 +13,10 @@ if os.environ.get("STINT_CKPT_DIR"):
     signals.arm()
 
 from stint.torch.env import JobEnv, JobEnvError, read_env
+from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval, daly_interval, young_interval
 from stint.torch.job import PREEMPTED_EXIT_CODE, Job, init
+from stint.torch.loader import Loader, StepBatch
 from stint.torch.sampler import Sampler
 from stint.torch.store import Checkpoint, CheckpointStore, CorruptCheckpoint, SaveStats
 
@@ -23,12 +25,15 @@ __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "CorruptCheckpoint",
+    "DivergenceError",
     "Interval",
     "Job",
     "JobEnv",
     "JobEnvError",
+    "Loader",
     "Sampler",
     "SaveStats",
+    "StepBatch",
     "daly_interval",
     "init",
     "read_env",

@@ -1,15 +1,17 @@
 """The Job: a training loop's handle on checkpoints, preemption and elastic logical ranks.
 
-Typical use (five changed lines)::
+Typical use, epoch style with a DataLoader::
 
     import stint.torch as stint
     job = stint.init(model=model, optimizer=opt, scheduler=sched)
-    sampler = stint.Sampler(len(data), batch_size=64, seed=0)
-    for step in job.steps(total_steps):
-        opt.zero_grad()
-        for idx in job.batches(sampler):        # one micro-batch per hosted logical rank
-            loss_fn(model(x[idx]), y[idx]).backward()
-        opt.step(); sched.step()
+    loader = job.loader(dataset, batch_size=64, shuffle=True, num_workers=2)
+    for epoch in job.epochs(n_epochs):
+        for batch in loader:                    # one step
+            opt.zero_grad()
+            losses = [loss_fn(model(x), y) for x, y in batch]   # one micro-batch per hosted rank
+            opt.step(); sched.step()
+
+or step style: ``for step in job.steps(total): ... for idx in job.batches(sampler): ...``.
 
 At every step boundary the workers agree (on the step's own collective) whether to stop or to
 checkpoint; on a stop request (SIGUSR1 or SIGTERM) they write one checkpoint for the whole job
@@ -24,22 +26,28 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from stint.torch import codec, rng, signals
+from stint.torch import codec, guards, rng, signals
 from stint.torch.env import JobEnv, JobEnvError, read_env
-from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree
+from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree, gather
+from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval
+from stint.torch.loader import Loader, StepBatch
 from stint.torch.sampler import Sampler
 from stint.torch.store import CheckpointStore, SaveStats
 
+T = TypeVar("T")
+
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: "stopped cleanly at a checkpoint, resume me"
 _STATUS_EVERY = 1.0  # seconds between status-file updates
+_EXCHANGES: dict[str, bool | None] = {"auto": None, "sharded": True, "gathered": False}
 
 
 class Job:
@@ -56,16 +64,24 @@ class Job:
         final_checkpoint: bool = True,
         background: bool = True,
         counters: dict[str, Any] | None = None,
+        check_every: int | None = 100,
+        exchange: str = "auto",
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
     ) -> None:
         for name, obj in tracked.items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"stint.init: {name}={type(obj).__name__} has no state_dict/load_state_dict")
+        if exchange not in _EXCHANGES:
+            raise ValueError(f"stint.init: exchange={exchange!r} must be one of {sorted(_EXCHANGES)}")
+        if check_every is not None and check_every < 1:
+            raise ValueError(f"stint.init: check_every={check_every} must be a positive number of steps")
         self.env = env
         self.tracked = tracked
-        self.counters: dict[str, Any] = dict(counters or {})
+        self.counters: dict[str, Any] = counters if counters is not None else {}  # the user's own dict
         self.step = 0
+        self.seed = seed
+        self.check_every = check_every
         self.interval = interval or Interval()
         self.final_checkpoint = final_checkpoint
         self.store = CheckpointStore(env.ckpt_dir, keep=keep) if env.ckpt_dir else None
@@ -73,6 +89,7 @@ class Job:
         self.checkpoint_stall: float | None = None  # seconds the last checkpoint blocked training
         self.background = background
         self._in_flight: threading.Thread | None = None
+        self._staging: list[torch.Tensor] = []  # the last background snapshot's tensors, reused
         self._write_error: BaseException | None = None
         self.checkpoint_step: int | None = None
         self._clock = clock
@@ -80,24 +97,49 @@ class Job:
         self._owns_group = False
         self._status_at = -_STATUS_EVERY
         self._cost: float | None = None
-        modules = [m for m in tracked.values() if isinstance(m, torch.nn.Module)]
-        self._params = _unique(p for m in modules for p in m.parameters() if p.requires_grad)
-        self._buffers = _unique(b for m in modules for b in m.buffers())
+        self._loader: Loader | None = None
+        self._total: int | None = None
+        self._reduced_step = -1  # the last step whose micro-batch loop ran to its end
+        self._left_early: int | None = None  # a step whose micro-batch loop was broken out of
+        self._grads_pending = False  # reduced gradients no optimizer has stepped on yet
+        self._checked: set[int] = set()
+        self._optimizers = {id(o): n for n, o in tracked.items() if isinstance(o, torch.optim.Optimizer)}
+        self._modules = {n: m for n, m in tracked.items() if isinstance(m, torch.nn.Module)}
+        self._params = _unique(p for m in self._modules.values() for p in m.parameters() if p.requires_grad)
+        self._buffers = _unique(b for m in self._modules.values() for b in m.buffers())
+        self._device = self._params[0].device if self._params else torch.device("cpu")
         self._connect(timeout)
         self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
-        self._exchange = Exchange(self._params, self.placement) if env.logical_world_size > 1 else None
+        self._exchange = (Exchange(self._params, self.placement, sharded=_EXCHANGES[exchange])
+                          if env.logical_world_size > 1 else None)
         self._resume()
-        self._swapper = rng.Swapper(self._rng) if len(env.logical_ranks) > 1 else None
-        if self._swapper is None:
-            rng.restore(self._rng[env.logical_ranks[0]])  # the live generators are this rank's own
+        self._swapper = rng.Swapper(self._rng)
         self._last_ckpt_clock, self._last_ckpt_step = clock(), self.step
         if self.store:
             signals.arm()
+        guards.observe(self)
 
     # ---- the training loop's API ---------------------------------------------------------
     @property
     def logical_world_size(self) -> int:
         return self.env.logical_world_size
+
+    @property
+    def exchange(self) -> str:
+        """How gradients travel: "none" (L = 1 or P = 1), "gathered" or "sharded" (stint.torch.exchange)."""
+        if self._exchange is None or self.env.world_size == 1:
+            return "none"
+        return "sharded" if self._exchange.sharded else "gathered"
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this worker speaks for the job (rank 0): log and write files from it only."""
+        return self.env.rank == 0
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on the main worker only: a line once per job, not once per worker."""
+        if self.is_main:
+            print(*args, **kwargs, flush=True)
 
     def steps(self, total: int) -> Iterator[int]:
         """Yield the steps still to run, from the resumed one to ``total - 1``.
@@ -105,54 +147,228 @@ class Job:
         At each boundary: stop (checkpoint, exit 75) or checkpoint if the workers agreed so.
         After the last step: a final checkpoint (unless disabled) and a normal return.
         """
-        while self.step < total:
-            self._boundary()
-            yield self.step
-            self.step += 1
-            self._write_status("running", force=False)
-        if self.final_checkpoint:
-            self._checkpoint()
-        self._write_status("finished", force=True)
-        self._close()
+        self._total = total
+        yield from self._advance(total)
+        self._finish()
+
+    def loader(self, dataset: Any, batch_size: int, *, shuffle: bool = True, seed: int | None = None,
+               num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
+               pin_memory: bool = False, **dataloader_args: Any) -> Loader:
+        """The job's training DataLoader over ``dataset`` (map-style); ``batch_size`` is the global
+        batch, split evenly over the L logical ranks. ``seed`` defaults to the job's. See
+        :mod:`stint.torch.loader`; other keywords go to ``torch.utils.data.DataLoader``."""
+        if self._loader is not None:
+            raise RuntimeError("job.loader: the job has its training loader already (one per job; "
+                               "use a plain DataLoader for evaluation)")
+        self._loader = Loader(self, dataset, batch_size, shuffle=shuffle,
+                              seed=self.seed if seed is None else seed, num_workers=num_workers,
+                              collate_fn=collate_fn, pin_memory=pin_memory, **dataloader_args)
+        return self._loader
+
+    def epochs(self, n: int) -> Iterator[int]:
+        """Yield the epochs still to run (from the resumed one); iterate the job's loader in each.
+
+        A job resumed mid-epoch yields that epoch, and the loader continues it where it stopped.
+        """
+        loader = self._loader
+        if loader is None:
+            raise RuntimeError("job.epochs: create the job's loader first (loader = job.loader(dataset, ...))")
+        per_epoch = len(loader)
+        self._total = n * per_epoch
+        while self.step < self._total:
+            epoch = self.step // per_epoch
+            yield epoch
+            if self.step // per_epoch == epoch:
+                raise RuntimeError(f"job.epochs: epoch {epoch} ended at step {self.step}, before its "
+                                   f"last step; iterate the job's loader (all of it) in every epoch")
+        self._finish()
+
+    def epoch_steps(self, loader: Loader) -> Iterator[StepBatch]:
+        """What ``iter(loader)`` is: the rest of the current epoch, one StepBatch per step."""
+        if self._total is None:
+            raise RuntimeError("iterate the job's loader inside `for epoch in job.epochs(n):`")
+        end = min(self._total, (self.step // len(loader) + 1) * len(loader))
+        for step in self._advance(end):
+            yield StepBatch(self, loader.fetch(step))
 
     def logical_ranks(self) -> Iterator[int]:
         """Yield each logical rank this worker hosts; run one micro-batch (forward+backward) per rank.
 
         When the loop ends, every parameter's ``.grad`` is the mean of the L logical ranks'
-        gradients, summed in logical-rank order (bitwise independent of the number of workers).
+        gradients, summed along a fixed tree over the logical ranks (bitwise independent of the
+        number of workers); gradients that were there before the loop (accumulation across
+        steps) are kept and the mean added to them.
         """
-        hosted = self.env.logical_ranks
-        if self._exchange is None:  # L = 1: nothing to swap or reduce
-            yield hosted[0]
-            return
-        swap = self._swapper
-        before = [b.clone() for b in self._buffers] if swap else []
-        after0: list[torch.Tensor] = []
-        for slot, lr in enumerate(hosted):
-            if swap:
-                swap.enter(lr)
-                _copy_into(self._buffers, before)
-            yield lr
-            if swap:
-                swap.leave(lr)
-                if lr == 0:
-                    after0 = [b.clone() for b in self._buffers]
-            self._exchange.stash(slot)
-        if after0:
-            _copy_into(self._buffers, after0)
-        self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
-        self._sync_buffers()
+        return self.micro_batches(list(self.env.logical_ranks))
 
-    def batches(self, sampler: Sampler) -> Iterator[torch.Tensor]:
-        """Like :meth:`logical_ranks`, yielding each hosted logical rank's share of the global batch."""
-        for lr in self.logical_ranks():
-            yield sampler.shard(self.step, lr, self.env.logical_world_size)
+    def batches(self, data: Sampler | Loader) -> Iterator[Any]:
+        """Like :meth:`logical_ranks`, yielding each hosted logical rank's share of the global batch:
+        its indices (a Sampler) or its collated micro-batch (the job's Loader, step-style loops)."""
+        if isinstance(data, Loader):
+            return self.micro_batches(data.fetch(self.step))
+        lws = self.env.logical_world_size
+        return self.micro_batches([data.shard(self.step, lr, lws) for lr in self.env.logical_ranks])
+
+    def wait_for_checkpoint(self) -> None:
+        """Block until a background checkpoint write in flight is on disk (raises if it failed)."""
+        self._wait_for_write()
 
     def request_stop(self) -> None:
         """Ask the job to checkpoint and exit with code 75 at the next step boundary (what SIGUSR1 does)."""
         signals.request()
 
+    def all_reduce_mean(self, values: Any) -> torch.Tensor:
+        """The mean over the L logical ranks of a per-rank value (a loss, a metric).
+
+        ``values``: one value (number or tensor) per hosted logical rank, in the order the
+        micro-batch loop yields them, or a single value when this worker hosts one rank. Summed
+        in logical-rank order: the same bits on every worker and for every P. Collective: every
+        worker must call it at the same point.
+        """
+        hosted = self.env.logical_ranks
+        items = list(values) if isinstance(values, (list, tuple)) else [values]
+        if len(items) != len(hosted):
+            raise ValueError(f"job.all_reduce_mean: {len(items)} values for the {len(hosted)} logical "
+                             "ranks this worker hosts; pass one per micro-batch (e.g. a list of losses)")
+        mine = torch.stack([torch.as_tensor(v).detach().to(self._device, torch.float64) for v in items])
+        if self.env.world_size > 1:
+            rows = gather(mine, self.env.world_size)
+            by_rank = {lr: rows[w, j] for w, ranks in enumerate(self.placement) for j, lr in enumerate(ranks)}
+        else:
+            by_rank = {lr: mine[j] for j, lr in enumerate(hosted)}
+        total = by_rank[0].clone()
+        for lr in range(1, self.env.logical_world_size):
+            total.add_(by_rank[lr])
+        return total.div_(self.env.logical_world_size)
+
+    # ---- the micro-batch loop ------------------------------------------------------------
+    def micro_batches(self, items: Sequence[T]) -> Iterator[T]:
+        """Yield ``items[i]`` as hosted logical rank i's micro-batch, with that rank's generators
+        and the step's buffers live; reduce the gradients when the loop ends."""
+        self._check_loop_ended()
+        hosted = self.env.logical_ranks
+        carry = self._take_carry() if self._exchange is not None else None
+        if self._exchange is not None:
+            self._exchange.start_step(reuse=carry is None)
+        swap, sliced = self._swapper, len(hosted) > 1
+        before = [b.clone() for b in self._buffers] if sliced else []
+        after0: list[torch.Tensor] = []
+        for slot, (lr, item) in enumerate(zip(hosted, items, strict=True)):
+            swap.enter(lr)
+            if slot:
+                _copy_into(self._buffers, before)
+            try:
+                yield item
+            except GeneratorExit:
+                self._left_early = self.step
+                raise
+            swap.leave(lr)
+            if lr == 0 and sliced:
+                after0 = [b.clone() for b in self._buffers]
+            if self._exchange is not None:
+                self._exchange.take(lr)
+        if after0:
+            _copy_into(self._buffers, after0)
+        if self._exchange is not None:
+            self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
+            self._add_carry(carry)
+            self._sync_buffers()
+        self._reduced_step = self.step
+        self._grads_pending = True
+
+    def _take_carry(self) -> list[torch.Tensor | None] | None:
+        """Gradients accumulated by earlier steps (identical on every worker): set aside, added back."""
+        if all(p.grad is None for p in self._params):
+            return None
+        carry = [p.grad for p in self._params]
+        for p in self._params:
+            p.grad = None
+        return carry
+
+    def _add_carry(self, carry: list[torch.Tensor | None] | None) -> None:
+        if carry is None:
+            return
+        for p, old in zip(self._params, carry):
+            if old is not None:
+                p.grad = old if p.grad is None else old.add_(p.grad)
+
+    def _check_loop_ended(self) -> None:
+        if self._left_early is not None:
+            step, self._left_early = self._left_early, None
+            raise DivergenceError(
+                f"stint: the micro-batch loop (job.batches() / the loader's step batch) of step {step} "
+                "was left early (break or return): its gradients were not reduced over the logical "
+                "ranks and the replicas would diverge. Run every micro-batch of each step.")
+
+    # ---- optimizer hooks (stint.torch.guards) --------------------------------------------
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        name = self._optimizers.get(id(optimizer))
+        if name is None and not self._updates_tracked(optimizer):
+            return  # another model's optimizer in the same process: none of this job's business
+        if name is None:
+            raise DivergenceError(
+                f"stint: an optimizer ({type(optimizer).__name__}) that was not passed to init() "
+                f"stepped at step {self.step}: its state would not be checkpointed and a resumed run "
+                "would diverge. Pass it to init(), e.g. init(..., optimizer2=opt2).")
+        if id(optimizer) not in self._checked:
+            self._check_optimizer(name, optimizer)
+            self._checked.add(id(optimizer))
+        self._check_loop_ended()
+        if self._exchange is not None and self._reduced_step != self.step:
+            raise DivergenceError(
+                f"stint: optimizer '{name}' stepped at step {self.step} on gradients that were not "
+                "reduced over the logical ranks: run forward and backward inside job.batches(), "
+                "job.logical_ranks() or the loader's step batch, once per micro-batch.")
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if id(optimizer) in self._optimizers:
+            self._grads_pending = False
+
+    def _updates_tracked(self, optimizer: torch.optim.Optimizer) -> bool:
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
+        return any(id(p) in owned for group in optimizer.param_groups for p in group["params"])
+
+    def _check_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
+        """Every parameter it updates belongs to a tracked module (and is reduced); its LR
+        scheduler, if any, is tracked too."""
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
+        reduced = {id(p) for p in self._params}
+        for g, group in enumerate(optimizer.param_groups):
+            for i, p in enumerate(group["params"]):
+                where = f"optimizer '{name}' (param group {g}, parameter {i}, shape {tuple(p.shape)})"
+                if id(p) not in owned:
+                    raise DivergenceError(
+                        f"stint: {where} belongs to no module passed to init(): it is neither reduced "
+                        "over the logical ranks nor checkpointed. Pass its module to init(), e.g. "
+                        "init(model=model, head=head, ...).")
+                if self._exchange is not None and p.requires_grad and id(p) not in reduced:
+                    raise DivergenceError(
+                        f"stint: {where} was frozen when init() ran and requires grad now: its "
+                        "gradients are not reduced. Set requires_grad before init().")
+            if "initial_lr" in group and not any(
+                    getattr(o, "optimizer", None) is optimizer for o in self.tracked.values()):
+                raise DivergenceError(
+                    f"stint: optimizer '{name}' has an LR scheduler that was not passed to init(): "
+                    "its position would not be checkpointed. Pass it, e.g. init(..., scheduler=sched).")
+
     # ---- boundaries, agreement and checkpoints -------------------------------------------
+    def _advance(self, end: int) -> Iterator[int]:
+        """Run the boundaries of the steps up to ``end`` (exclusive), yielding each step."""
+        while self.step < end:
+            self._boundary()
+            rng.seed_outside(self.seed, self.step)
+            self._swapper.reseeded()
+            yield self.step
+            self._check_loop_ended()
+            self.step += 1
+            self._write_status("running", force=False)
+
+    def _finish(self) -> None:
+        if self.final_checkpoint:
+            self._checkpoint()
+        self._write_status("finished", force=True)
+        self._close()
+
     def _local_flags(self, boundary: int) -> int:
         """This worker's vote for the boundary before step ``boundary``."""
         stop_file = self.env.stop_file
@@ -166,16 +382,47 @@ class Job:
     def _boundary(self) -> None:
         flags = self._agreed
         if flags is None:  # the step's collective did not carry the flags: one tiny all_reduce
-            flags = agree(self._local_flags(self.step), self.env.world_size)
+            flags = agree(self._local_flags(self.step), self.env.world_size, self._device)
         self._agreed = None
+        checkpoint = bool(flags & STOP) or (bool(flags & CHECKPOINT) and self.step > self._last_ckpt_step)
+        if self.check_every is not None and (checkpoint or self.step % self.check_every == 0):
+            self.check_replicas()
         if flags & STOP:
             self._checkpoint()
             self._write_status("preempted", force=True)
             self._close()
             gc.freeze()  # interpreter teardown then skips collecting torch's object graph: ~1.5 s faster
             raise SystemExit(PREEMPTED_EXIT_CODE)
-        if flags & CHECKPOINT and self.step > self._last_ckpt_step:
+        if checkpoint:
             self._checkpoint(background=self.background)
+
+    def check_replicas(self) -> None:
+        """Compare every worker's parameters, buffers and optimizer state bit for bit (a checksum
+        per tensor, one small all_gather); raise DivergenceError naming the first that differs.
+        Done at every checkpoint and every ``check_every`` steps; collective."""
+        if self.env.world_size == 1:
+            return
+        named = self._named_state()
+        mine = guards.checksums([t for _, t in named]).to(self._device)
+        rows = gather(mine, self.env.world_size)
+        differs = (rows != rows[0]).any(dim=0).nonzero().flatten().tolist()
+        if differs:
+            name = named[differs[0]][0]
+            workers = [w for w in range(self.env.world_size) if rows[w, differs[0]] != rows[0, differs[0]]]
+            raise DivergenceError(
+                f"stint: the replicas diverged before step {self.step}: {name} differs between worker 0 "
+                f"and worker(s) {workers} ({len(differs)} tensor(s) differ). Something changed state "
+                "outside the micro-batch loop on some workers only, or ran with other settings.")
+
+    def _named_state(self) -> list[tuple[str, torch.Tensor]]:
+        named = [(f"{n}.{k}", t) for n, m in self._modules.items() for k, t in m.state_dict().items()
+                 if isinstance(t, torch.Tensor)]
+        for n, o in self.tracked.items():
+            if isinstance(o, torch.optim.Optimizer):
+                for i, per_param in enumerate(o.state.values()):
+                    named += [(f"{n}.state[{i}].{k}", t) for k, t in per_param.items()
+                              if isinstance(t, torch.Tensor)]
+        return named
 
     def _checkpoint(self, background: bool = False) -> None:
         """Write one checkpoint for the whole job at the current boundary (all workers call this).
@@ -187,7 +434,7 @@ class Job:
         if self.store is None or self.checkpoint_step == self.step:
             return
         t0 = self._clock()
-        rngs = {self.env.logical_ranks[0]: rng.capture()} if self._swapper is None else self._swapper.states()
+        rngs = self._swapper.states()
         if self.env.world_size > 1:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
             dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)
@@ -214,22 +461,25 @@ class Job:
         """Rank 0: save the job's state (after any write still in flight)."""
         assert self.store is not None
         self._wait_for_write()
-        state = {
+        state: dict[str, Any] = {
             "tracked": {name: obj.state_dict() for name, obj in self.tracked.items()},
             "counters": self.counters,
             "rng": rngs,
         }
+        if self._grads_pending:  # accumulation across steps: the gradients are part of the state
+            state["grads"] = [p.grad for p in self._params]
         meta = {
             "job_id": self.env.job_id,
             "logical_world_size": self.env.logical_world_size,
             "world_size": self.env.world_size,
+            "settings": guards.settings(),
             "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
         }
         if not background:
             self.last_save = self.store.save(self.step, state, meta)
             return
         skeleton, tensors = codec.split(state)  # a private copy: training mutates the originals
-        snapshot = codec.join(skeleton, [t.detach().clone() for t in tensors])
+        snapshot = codec.join(skeleton, self._stage(tensors))
         store, step = self.store, self.step
 
         def persist() -> None:
@@ -240,6 +490,18 @@ class Job:
 
         self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
         self._in_flight.start()
+
+    def _stage(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Copies of ``tensors`` for a background write, in buffers kept from the last snapshot
+        where shapes match (the last write is done by now): a memcpy, no fresh pages to fault in."""
+        staged = []
+        for i, t in enumerate(tensors):
+            old = self._staging[i] if i < len(self._staging) else None
+            fits = (old is not None and old.shape == t.shape and old.dtype == t.dtype
+                    and old.device == t.device)
+            staged.append(old.copy_(t.detach()) if fits and old is not None else t.detach().clone())
+        self._staging = staged
+        return staged
 
     def _wait_for_write(self) -> None:
         if self._in_flight is not None:
@@ -254,7 +516,7 @@ class Job:
             dist.broadcast_object_list(objs, src=0)
 
     def _resume(self) -> None:
-        found = self.store.load_latest() if self.store else None
+        found = self.store.load_latest(report=self.is_main) if self.store else None
         if found is None:
             self._broadcast_initial_state()
             return
@@ -271,9 +533,17 @@ class Job:
         for name, obj in self.tracked.items():
             obj.load_state_dict(state["tracked"][name])
         self.counters.update(state["counters"])
+        for p, g in zip(self._params, state.get("grads") or [], strict=False):
+            p.grad = None if g is None else g.to(p.device)
+        self._grads_pending = "grads" in state
         self._rng = {lr: state["rng"][lr] for lr in self.env.logical_ranks}
         self.step = self.checkpoint_step = ckpt.step
-        print(f"stint: resumed {self.env.job_id} at step {ckpt.step} from {ckpt.path}", file=sys.stderr)
+        if self.is_main:
+            print(f"stint: resumed {self.env.job_id} at step {ckpt.step} from {ckpt.path}", file=sys.stderr)
+            changed = guards.differences(ckpt.meta.get("settings", {}), guards.settings())
+            if changed:
+                _warn(f"{ckpt.path} was written with other settings that change results ("
+                      + "; ".join(changed) + "): the resumed run will not be bitwise identical")
 
     # ---- processes, peers and signals ----------------------------------------------------
     def _connect(self, timeout: float) -> None:
@@ -285,7 +555,7 @@ class Job:
             if env.master_addr in ("127.0.0.1", "localhost"):
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
             dist.init_process_group(
-                "gloo",
+                backend_for(self._device),
                 init_method=f"tcp://{env.master_addr}:{env.master_port}",
                 rank=env.rank,
                 world_size=env.world_size,
@@ -293,10 +563,15 @@ class Job:
             )
             self._owns_group = True
         gathered: list[Any] = [None] * env.world_size
-        dist.all_gather_object(gathered, env.logical_ranks)
-        self.placement = [tuple(r) for r in gathered]
+        dist.all_gather_object(gathered, (env.logical_ranks, guards.settings()))
+        self.placement = [tuple(r) for r, _ in gathered]
         if sorted(lr for r in self.placement for lr in r) != list(range(env.logical_world_size)):
             raise JobEnvError(f"job {env.job_id}: workers' logical ranks {self.placement} do not cover 0..L-1 once")
+        for w, (_, theirs) in enumerate(gathered):
+            changed = guards.differences(gathered[0][1], theirs)
+            if changed and self.is_main:
+                _warn(f"worker {w} runs with other settings than worker 0 ({'; '.join(changed)}): "
+                      "results will depend on which worker hosts which logical rank")
 
     def _broadcast_initial_state(self) -> None:
         """At a fresh start every replica takes rank 0's parameters and buffers, as DDP does."""
@@ -320,6 +595,9 @@ class Job:
 
     def _close(self) -> None:
         self._wait_for_write()
+        if self._loader is not None:
+            self._loader.close()
+        guards.observe(None)
         signals.disarm()
         signals.reset()
         if self._owns_group and dist.is_initialized():
@@ -343,6 +621,19 @@ class Job:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(body))
         os.replace(tmp, path)
+
+
+def backend_for(device: torch.device) -> str:
+    """The process-group backend for a job whose parameters live on ``device``: NCCL for CUDA
+    tensors (gloo beside it for CPU ones), gloo on the CPU."""
+    if device.type == "cuda" and dist.is_nccl_available():
+        return "cpu:gloo,cuda:nccl"
+    return "gloo"
+
+
+def _warn(message: str) -> None:
+    print(f"stint: warning: {message}", file=sys.stderr)
+    warnings.warn(f"stint: {message}", stacklevel=3)
 
 
 def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
@@ -371,17 +662,23 @@ def init(
     final_checkpoint: bool = True,
     background: bool = True,
     counters: dict[str, Any] | None = None,
+    check_every: int | None = 100,
+    exchange: str = "auto",
     **tracked: Any,
 ) -> Job:
     """Join the job described by the STINT_* environment and resume it if it has a checkpoint.
 
     Every other keyword names an object to checkpoint (model, optimizer, LR scheduler,
-    GradScaler: anything with ``state_dict``/``load_state_dict``). ``counters`` are picklable user
-    values kept in ``job.counters``. ``logical_world_size`` and ``ckpt_dir`` apply when the
+    GradScaler: anything with ``state_dict``/``load_state_dict``). ``counters``: a dict of
+    picklable user values; the job saves that very dict (later changes included) and restores it
+    in place on resume. ``logical_world_size`` and ``ckpt_dir`` apply when the
     environment does not set them (running by hand); without a checkpoint directory the job
     runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
     are written on a thread from an in-memory snapshot (preemption and final ones never are).
+    ``check_every``: compare the replicas' checksums every that many steps and at every
+    checkpoint (None: never). ``exchange``: "auto" (by gradient size), "sharded" or "gathered";
+    all give the same bits.
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
-    return Job(env, tracked, seed=seed, interval=interval, keep=keep,
-               final_checkpoint=final_checkpoint, background=background, counters=counters)
+    return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
+               background=background, counters=counters, check_every=check_every, exchange=exchange)

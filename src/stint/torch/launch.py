@@ -169,12 +169,18 @@ def combined_code(codes: Sequence[int]) -> int:
 
 
 def wait(procs: Sequence[Worker], grace: float = 10.0) -> int:
-    """Wait for all workers; when one fails, the rest are terminated (then killed after ``grace``)."""
+    """Wait for all workers; when one fails, the rest are terminated (then killed after ``grace``).
+
+    Returns the first failure's code as seen in time (not the code of a worker the launcher then
+    terminated itself), else :func:`combined_code` of all.
+    """
     failed_at: float | None = None
+    first: int | None = None
     while any(p.poll() is None for p in procs):
         codes = [c for c in (p.poll() for p in procs) if c is not None]
-        if failed_at is None and any(c not in (0, PREEMPTED_EXIT_CODE) for c in codes):
-            failed_at = time.monotonic()
+        failures = [c for c in codes if c not in (0, PREEMPTED_EXIT_CODE)]
+        if failed_at is None and failures:
+            failed_at, first = time.monotonic(), failures[0]
             for p in procs:
                 if p.poll() is None:
                     p.terminate()
@@ -183,6 +189,8 @@ def wait(procs: Sequence[Worker], grace: float = 10.0) -> int:
                 if p.poll() is None:
                     p.kill()
         time.sleep(0.02)
+    if first is not None:
+        return combined_code([first])
     return combined_code([p.poll() or 0 for p in procs])
 
 

@@ -41,6 +41,7 @@ from stint.torch import codec
 FORMAT = 2
 SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer hashes, same dedup
 MAGIC = b"STINTCK2"
+HOLDER = b"STINTBH2"  # the footer of a file pruned from the checkpoints but kept for blobs it holds
 _FOOTER = struct.Struct("<Q8s")  # manifest length, magic
 _GLOB = "step-*.ckpt"
 _CHUNK = 8 << 20  # bytes per write: the device starts on each chunk while the next is copied
@@ -86,6 +87,23 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (Linux)
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    """Free the disk blocks of [offset, offset + length) of a file (reads then give zeros)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return int(fallocate(fd, _PUNCH_HOLE, offset, length)) == 0
 
 
 def _sha256(data: memoryview | bytearray) -> str:
@@ -271,16 +289,34 @@ class CheckpointStore:
     # ---- reading -------------------------------------------------------------------------
     def checkpoints(self) -> list[Checkpoint]:
         """Structurally valid checkpoints, newest first (blob contents are checked by load)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Checkpoint], list[tuple[Path, str]]]:
+        """The valid checkpoints, newest first, and every other checkpoint file with the reason it
+        is not one (cut short, damaged manifest, a file it reads from missing or too short)."""
         paths = list(self.root.glob(_GLOB)) if self.root.is_dir() else []
-        found = [c for c in map(self._read_manifest, paths) if c is not None]
+        skipped: list[tuple[Path, str]] = []
+        found = []
+        for path in paths:
+            ckpt, why = self._read_manifest(path)
+            if ckpt is not None:
+                found.append(ckpt)
+            elif why not in ("gone", "holder"):
+                skipped.append((path, why))
         sizes = {}
         for p in paths:
             try:
                 sizes[p.name] = p.stat().st_size
             except OSError:  # pruned by the writer since the listing: as if never there
                 pass
-        whole = [c for c in found if self._blobs_present(c, sizes)]
-        return sorted(whole, key=lambda c: c.step, reverse=True)
+        whole = []
+        for c in found:
+            missing = self._blobs_missing(c, sizes)
+            if missing is None:
+                whole.append(c)
+            elif c.path.name in sizes:
+                skipped.append((c.path, missing))
+        return sorted(whole, key=lambda c: c.step, reverse=True), sorted(skipped)
 
     def load(self, ckpt: Checkpoint, verify: bool = True) -> Any:
         """The state saved in ``ckpt``; raises CorruptCheckpoint if any blob fails its hash."""
@@ -317,42 +353,57 @@ class CheckpointStore:
             raise CorruptCheckpoint(f"{self.root / loc['file']}: blob {h[:12]} is cut short")
         return buf
 
-    def load_latest(self, verify: bool = True) -> tuple[Checkpoint, Any] | None:
-        """The newest checkpoint that loads cleanly, skipping (and reporting) corrupt ones."""
-        for ckpt in self.checkpoints():
+    def load_latest(self, verify: bool = True, report: bool = True) -> tuple[Checkpoint, Any] | None:
+        """The newest checkpoint that loads cleanly. With ``report``, every checkpoint file passed
+        over on the way (corrupt, cut short, incomplete) is named on stderr with the reason."""
+        valid, skipped = self.scan()
+        for path, why in skipped if report else []:
+            print(f"stint: skipping checkpoint {path}: {why}", file=sys.stderr)
+        for ckpt in valid:
             try:
                 return ckpt, self.load(ckpt, verify=verify)
             except (CorruptCheckpoint, OSError) as e:
-                print(f"stint: skipping corrupt checkpoint {ckpt.path}: {e}", file=sys.stderr)
+                if report:
+                    print(f"stint: skipping corrupt checkpoint {ckpt.path}: {e}", file=sys.stderr)
         return None
 
-    def _read_manifest(self, path: Path) -> Checkpoint | None:
-        """The checkpoint in ``path`` if its footer and manifest checksum hold, else None."""
+    def _read_manifest(self, path: Path) -> tuple[Checkpoint | None, str]:
+        """The checkpoint in ``path`` if its footer and manifest checksum hold, else why not."""
         try:
             with open(path, "rb") as f:
                 size = f.seek(0, os.SEEK_END)
                 if size < _FOOTER.size:
-                    return None
+                    return None, f"cut short ({size} bytes, no footer)"
                 f.seek(size - _FOOTER.size)
                 length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+                if magic == HOLDER:
+                    return None, "holder"
                 if magic != MAGIC or length > size - _FOOTER.size:
-                    return None
+                    return None, "cut short or not a checkpoint (no valid footer)"
                 f.seek(size - _FOOTER.size - length)
                 manifest = json.loads(f.read(length))
             body = {k: v for k, v in manifest.items() if k != "checksum"}
-            if manifest.get("checksum") != _checksum(body) or manifest["format"] != FORMAT:
-                return None
+            if manifest.get("checksum") != _checksum(body):
+                return None, "its manifest does not match its checksum"
+            if manifest["format"] != FORMAT:
+                return None, f"format {manifest['format']}, this version reads format {FORMAT}"
             if path.name != self._path(int(manifest["step"])).name:
-                return None  # renamed: its blobs' self-references would point elsewhere
-            return Checkpoint(int(manifest["step"]), path, manifest)
-        except (OSError, ValueError, KeyError, TypeError, struct.error):
-            return None
+                return None, f"renamed (it holds step {manifest['step']})"  # blob self-references break
+            return Checkpoint(int(manifest["step"]), path, manifest), ""
+        except FileNotFoundError:
+            return None, "gone"  # pruned by the writer since the listing
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+            return None, f"unreadable manifest ({type(e).__name__}: {e})"
 
     @staticmethod
-    def _blobs_present(ckpt: Checkpoint, sizes: dict[str, int]) -> bool:
-        """Every file ``ckpt`` reads from exists and is long enough for the blobs it holds."""
-        return all(loc["file"] in sizes and loc["offset"] + loc["size"] <= sizes[loc["file"]]
-                   for loc in ckpt.manifest["blobs"].values())
+    def _blobs_missing(ckpt: Checkpoint, sizes: dict[str, int]) -> str | None:
+        """Why not every file ``ckpt`` reads from exists and is long enough (None: all are)."""
+        for loc in ckpt.manifest["blobs"].values():
+            if loc["file"] not in sizes:
+                return f"it reads blobs from {loc['file']}, which is gone"
+            if loc["offset"] + loc["size"] > sizes[loc["file"]]:
+                return f"{loc['file']} is too short for the blobs it holds"
+        return None
 
     # ---- pruning -------------------------------------------------------------------------
     def prune(self, newest: int | None = None) -> None:
@@ -363,10 +414,35 @@ class CheckpointStore:
         away from (it resumed from an older one because they were corrupt) and are deleted.
         """
         valid = [c for c in self.checkpoints() if newest is None or c.step <= newest]
-        needed = {name for c in valid[: self.keep] for name in c.files}
+        kept = valid[: self.keep]
+        needed = {name for c in kept for name in c.files}
         for path in self.root.iterdir():
             if path.name.startswith(".tmp-") or (path.match(_GLOB) and path.name not in needed):
                 path.unlink(missing_ok=True)
+        for name in sorted(needed - {c.path.name for c in kept}):
+            self._make_holder(self.root / name, kept)
+
+    @staticmethod
+    def _make_holder(path: Path, kept: list[Checkpoint]) -> None:
+        """``path`` is no checkpoint any more, only the keeper of blobs that ``kept`` read from it:
+        mark its footer so (then it is not listed, so ``keep`` checkpoints are what is listed) and
+        free the disk blocks of every other blob in it (hole punching, where the filesystem can)."""
+        used = sorted((loc["offset"], loc["size"]) for c in kept for loc in c.manifest["blobs"].values()
+                      if loc["file"] == path.name)
+        with open(path, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(size - _FOOTER.size)
+            length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+            if magic == MAGIC:
+                f.seek(size - _FOOTER.size)
+                f.write(_FOOTER.pack(length, HOLDER))
+                f.flush()
+                os.fsync(f.fileno())
+            start = 0
+            for offset, nbytes in [*used, (size - _FOOTER.size - length, 0)]:
+                if offset > start:
+                    _punch(f.fileno(), start, offset - start)
+                start = max(start, offset + nbytes)
 
     def _path(self, step: int) -> Path:
         return self.root / f"step-{step:012d}.ckpt"

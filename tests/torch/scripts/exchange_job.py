@@ -1,0 +1,64 @@
+"""A worker of the multi-process tests: a small dropout MLP, SGD every ``--accumulate`` steps.
+
+Prints ``done digest HEX``; with ``--diverge-at S`` worker 1 nudges a weight before step S
+(outside the micro-batch loop), and a DivergenceError is printed as ``divergence: ...`` (exit 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stint.torch as stint
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--exchange", default="auto")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--accumulate", type=int, default=2)
+    p.add_argument("--diverge-at", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 63), nn.Tanh(), nn.Dropout(0.2), nn.Linear(63, 4)).to(args.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(256, 32, generator=g), torch.randint(0, 4, (256,), generator=g)
+    x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
+    job = stint.init(model=model, optimizer=opt, check_every=2, exchange=args.exchange)
+    sampler = stint.Sampler(len(x), batch_size=32, seed=0)
+    try:
+        for step in job.steps(args.steps):
+            if step == args.diverge_at and job.env.rank == 1:
+                with torch.no_grad():
+                    model[0].weight[0, 0] += 1e-3
+            if step % args.accumulate == 0:
+                opt.zero_grad()
+            losses = []
+            for idx in job.batches(sampler):
+                idx = idx.to(args.device)
+                loss = F.cross_entropy(model(x[idx]), y[idx])
+                loss.backward()
+                losses.append(loss)
+            mean = job.all_reduce_mean(losses)
+            if (step + 1) % args.accumulate == 0:
+                opt.step()
+            job.print(f"step {step} loss {mean.item()!r}")
+    except stint.DivergenceError as e:
+        print(f"divergence: {e}", flush=True)
+        return 3
+    h = hashlib.sha256(b"".join(t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
+                                for t in model.state_dict().values()))
+    print(f"done digest {h.hexdigest()[:16]} exchange {job.exchange}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
