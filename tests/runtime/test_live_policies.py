@@ -88,7 +88,7 @@ def test_elastic_policy_resizes_sdk_job_only_to_feasible_sizes(tmp_path: Path) -
         big = int(serve.cli("submit", "--gpus", "1", "--min-gpus", "1", "--max-gpus", "3",
                             "--logical-ranks", "4", "--", sys.executable, MLP, "--steps",
                             str(steps), "--sleep", "0.2", "--log-every", "5"))
-        log_path = serve.data_dir / "jobs" / str(big) / "log.txt"
+        log_path = serve.jobs_dir / str(big) / "log.txt"
         wait_for(lambda: log_path.exists() and "step 5 digest" in log_path.read_text(), 120,
                  "training")
         small = int(serve.cli("submit", "--gpus", "2", "--", *counter_cmd(100, tmp_path / "s")))
