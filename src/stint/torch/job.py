@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import TCPStore
 
 from stint.torch import codec, guards, rng, signals
 from stint.torch.env import JobEnv, JobEnvError, read_env
@@ -556,7 +558,8 @@ class Job:
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
             dist.init_process_group(
                 backend_for(self._device),
-                init_method=f"tcp://{env.master_addr}:{env.master_port}",
+                store=rendezvous_store(env.master_addr, env.master_port, env.world_size,
+                                       env.rank == 0, timeout),
                 rank=env.rank,
                 world_size=env.world_size,
                 timeout=timedelta(seconds=timeout),
@@ -682,3 +685,20 @@ def init(
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
                background=background, counters=counters, check_every=check_every, exchange=exchange)
+
+
+def rendezvous_store(addr: str, port: int, world_size: int, is_master: bool,
+                     timeout: float) -> TCPStore:
+    """The job's rendezvous. Rank 0 serves it on ``addr`` only (the address the executor gave,
+    127.0.0.1 on one machine), never on every interface as ``TCPStore`` does by itself: the
+    socket is bound here and handed to the store."""
+    listen_fd = None
+    if is_master:
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((addr, port))
+        sock.listen(128)
+        listen_fd = sock.detach()  # the store owns the descriptor from here on
+    return TCPStore(addr, port, world_size, is_master, timedelta(seconds=timeout),
+                    master_listen_fd=listen_fd)
