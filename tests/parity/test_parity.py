@@ -48,3 +48,7 @@ def test_live_controller_enacts_what_the_simulator_does(policy: str, store: Stor
     assert sim, f"{policy} did nothing in simulation"
     assert live == sim
     assert live_ended == sim_ended
+    from stint.runtime.store import Caller
+
+    rows = store.list_jobs(Caller(0, "admin", True))  # the forecasts (which changed nothing) ran
+    assert any(r.est_start_at is not None for r in rows)

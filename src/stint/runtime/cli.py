@@ -162,9 +162,19 @@ def jobs(
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
-    _table(["ID", "NAME", "USER", "STATE", "GPUS", "WHERE", "ATTEMPT", "REASON"], [
+    now = time.time()
+    _table(["ID", "NAME", "USER", "STATE", "GPUS", "WHERE", "ATTEMPT", "EST START", "REASON"], [
         [r["id"], r["name"], r["user"], r["state"], f'{r["min_gpus"]}-{r["gpus"]}-{r["max_gpus"]}',
-         _where(r["allocation"]), r["attempt"], r["reason"][:50]] for r in rows])
+         _where(r["allocation"]), r["attempt"], _eta(r, now), r["reason"][:50]] for r in rows])
+
+
+def _eta(row: dict[str, Any], now: float) -> str:
+    """A waiting job's forecast start, relative to now ("in 2m05s"); "-" when there is none."""
+    at = row.get("est_start_at")
+    if at is None or row["state"] not in ("queued", "preempted", "admitted"):
+        return "-"
+    left = max(0, int(at - now))
+    return f"in {left // 60}m{left % 60:02d}s" if left >= 60 else f"in {left}s"
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
@@ -177,7 +187,7 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
                 "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
-                "worker_counts", "target", "decision"):
+                "worker_counts", "target", "decision", "est_start_at", "est_finish_at"):
         typer.echo(f"{key:>15}: {row[key]}")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [

@@ -100,6 +100,12 @@ class ControllerConfig:
     jobs_dir: Path  # <jobs_dir>/<id>/ holds each job's checkpoint directory and log
     max_retries: int = 3  # worker failures a job survives before it is marked failed
     grace_s: float = 30.0  # checkpoint request -> SIGTERM
+    # Estimated start and finish: a fresh policy of the same kind, replayed by the simulator
+    # from the live state every ``forecast_s`` while something changed (None: no forecasts); a
+    # state of more than ``forecast_max_jobs`` active jobs is not forecast (bounded cost).
+    forecast_policy: Callable[[], Policy] | None = None
+    forecast_s: float = 10.0
+    forecast_max_jobs: int = 1000
 
 
 class Controller:
@@ -123,6 +129,8 @@ class Controller:
         self._last_plan_at = float("-inf")
         self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
         self._pending: set[str] = set()  # ids changed since the policy's last call
+        self._forecast_at = float("-inf")  # when the last forecast was made
+        self._forecast_stale = True  # the policy was asked since: the state may have moved
         self._down: frozenset[int] = frozenset()  # nodes down at the last step
 
     # -- the loop --------------------------------------------------------------------------
@@ -177,6 +185,11 @@ class Controller:
             self._last_plan_at = now
         self._dirty = bool(rec.items or effects)
         self._enact(effects, now, report)
+        try:
+            self.forecast(now)
+        except Exception:  # a forecast is advice: its failure must not stop the loop
+            log.exception("forecast failed; estimated starts are not updated")
+            self.cache.invalidate()
         return report
 
     def _commit(self, rec: _Recorder) -> None:
@@ -189,7 +202,8 @@ class Controller:
         with self.store.session() as w:
             for job in changed:
                 values = {a.key: a.value for a in inspect(job).attrs if a.history.has_changes()}
-                w.execute(update(Job).where(Job.id == job.id).values(**values))
+                if values:  # (a column set to the value it had marks the row, changes nothing)
+                    w.execute(update(Job).where(Job.id == job.id).values(**values))
                 if values.keys() <= _NOTES:
                     notes.append(job)
                 else:
@@ -424,6 +438,30 @@ class Controller:
         for action in staged.actions:
             self._apply_action(s, jobs[int(action.job_id)], action, now, effects)
             report.actions.append(action)
+        self._forecast_stale = True
+
+    def forecast(self, now: float) -> None:
+        """Write each active job's estimated start and finish (``sim.forecast``) when one is
+        due; a job holding GPUs is estimated to start now. Not news to the policy."""
+        make = self.config.forecast_policy
+        due = now - self._forecast_at >= self.config.forecast_s and self._forecast_stale
+        if make is None or not due:
+            return
+        from stint.sim.forecast import forecast
+
+        self._forecast_at, self._forecast_stale = now, False
+        jobs = self.cache.rows
+        if not jobs or len(jobs) > self.config.forecast_max_jobs:
+            return
+        t = now - self.epoch
+        statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
+                    if _policy_sees(j)]
+        est = forecast(self.cluster, statuses, make(), self.perf, t)
+        for st in statuses:
+            e, row = est[st.job_id], jobs[int(st.job_id)]
+            row.est_start_at = None if e.start_s is None else self.epoch + e.start_s
+            row.est_finish_at = None if e.finish_s is None else self.epoch + e.finish_s
+        self._commit(_Recorder())
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
         """The capacity ledger as policies see it: every active job's logical allocation, and
@@ -612,7 +650,7 @@ def _policy_sees(job: Job) -> bool:
     return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
 
 
-_NOTES = frozenset({"reason", "decision"})
+_NOTES = frozenset({"reason", "decision", "est_start_at", "est_finish_at"})
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:

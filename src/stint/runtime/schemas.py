@@ -183,6 +183,8 @@ class JobOut(BaseModel):
     worker_counts: list[int]  # the worker counts the job can run on
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
+    est_start_at: float | None  # forecast (re)start, wall seconds (``FORECAST_BASIS``)
+    est_finish_at: float | None
     os_user: str | None  # the OS account it runs as (None: the control plane's)
     cwd: str | None
     env: dict[str, str]
@@ -203,7 +205,8 @@ class JobOut(BaseModel):
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
             target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
-            decision=job.decision, os_user=job.os_user, cwd=job.cwd,
+            decision=job.decision, est_start_at=job.est_start_at,
+            est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
             env=json.loads(job.env or "{}"),
         )
 

@@ -316,7 +316,8 @@ def serve(opts: ServeOptions) -> None:
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
     executor = make_executor(opts)
     controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s))
+        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s,
+        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)))
     loop = ControlLoop(controller, opts.tick_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,

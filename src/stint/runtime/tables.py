@@ -95,6 +95,9 @@ class Job(Base):
     logical_ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
     work_done: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     decision: Mapped[str | None] = mapped_column(Text, nullable=True)  # the policy's ``explain``
+    # The controller's forecast (``sim.forecast``), wall seconds; None: none, or not within it.
+    est_start_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    est_finish_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -86,6 +86,12 @@ class Simulator:
     # test compares them with the live controller's); a node failure's preemptions are events,
     # not actions, and are not reported.
     on_action: Callable[[float, Action], None] | None = None
+    # Start from a state instead of an empty cluster (a forecast from the live system): these
+    # jobs are active at ``start_s`` with their allocation and progress; ``jobs`` arrive later.
+    resume_from: Sequence[JobStatus] = ()
+    start_s: float | None = None
+    # Stop at this time (a forecast's horizon): jobs still active then are left unfinished.
+    end_s: float = math.inf
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -122,11 +128,14 @@ class Simulator:
             self._push(f.down_s, EventKind.NODE_DOWN, str(f.node))
             self._push(f.up_s, EventKind.NODE_UP, str(f.node))
         start = specs[0].arrival_s if specs else 0.0
+        if self.start_s is not None:
+            start = self.start_s
+            self._preload(start)
         self._last_t = start
         events = 0
         while ai < n or self._heap:
             t = min(specs[ai].arrival_s if ai < n else math.inf, self._heap[0][0] if self._heap else math.inf)
-            if t == math.inf:
+            if t == math.inf or t > self.end_s:
                 break
             self._advance(t)
             dirty = False
@@ -200,6 +209,24 @@ class Simulator:
             self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
         self._changed[job_id] = None
         return True
+
+    def _preload(self, t: float) -> None:
+        """``resume_from`` as the active jobs at ``t``; the policy is asked at ``t``."""
+        for old in self.resume_from:
+            st = JobStatus(spec=old.spec, phase=old.phase, work_done=old.work_done_at(t),
+                           attained_gpu_s=old.attained_gpu_s_at(t), first_start_s=old.first_start_s,
+                           last_change_s=old.last_change_s, preemptions=old.preemptions, as_of_s=t)
+            self._table[st.job_id] = st
+            self._track[st.job_id] = _Track()
+            self._changed[st.job_id] = None
+            if old.allocation and self._ledger.fits(st.spec, old.allocation):
+                self._ledger.take(st.spec, old.allocation)
+                st.allocation = old.allocation
+                self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+            else:
+                st.phase = Phase.QUEUED if st.first_start_s is None else Phase.PAUSED
+                self._waiting += 1
+        self._push(t, EventKind.TICK, "")
 
     def _arrive(self, spec: JobSpec, t: float) -> None:
         st = JobStatus(spec=spec, last_change_s=t, as_of_s=t)

@@ -1,4 +1,5 @@
-"""One enactment: job lengths and progress, declared sizes, the policy's decision (the store's
+"""One enactment: job lengths and progress, declared sizes, the policy's decision, the forecast
+start and finish (the store's
 epoch, its time origin, is a row of ``store_meta``).
 
 Revision ID: 0003
@@ -21,9 +22,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("logical_ranks", sa.Integer, nullable=True))
         batch.add_column(sa.Column("work_done", sa.Float, nullable=False, server_default="0"))
         batch.add_column(sa.Column("decision", sa.Text, nullable=True))
+        batch.add_column(sa.Column("est_start_at", sa.Float, nullable=True))
+        batch.add_column(sa.Column("est_finish_at", sa.Float, nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        for name in ("decision", "work_done", "logical_ranks", "total_steps", "est_s"):
+        for name in ("est_finish_at", "est_start_at", "decision", "work_done", "logical_ranks",
+                     "total_steps", "est_s"):
             batch.drop_column(name)

@@ -1,0 +1,53 @@
+"""When will it start: the simulator run forward from a live state, with the same policy.
+
+``forecast`` takes the active jobs as the live controller sees them (``JobStatus`` with their
+allocations and progress, times on the store's clock), a fresh policy of the same name and
+options, and the performance model, and replays the future in which nothing else arrives and
+every job needs exactly its declared length. It returns, per job, when it would (re)start and
+finish. The basis is stated with the figures: a fresh policy (it does not know the live one's
+history: Tiresias' queue-entry times, OASiS' commitments are rebuilt from the state), declared or
+default lengths, no further arrivals, no failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stint.model.cluster import Cluster
+from stint.policies.base import JobStatus, PerfModel, Policy
+from stint.reconcile import Action, ActionKind
+from stint.sim.costs import CostModel
+from stint.sim.engine import Simulator
+
+BASIS = ("if nothing else arrives and every job runs its declared length (the policy replayed "
+         "from now by the simulator)")
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A job's forecast, on the clock of the state it was made from; None: not within it."""
+
+    start_s: float | None  # when it next gets GPUs (now, for a job that holds them)
+    finish_s: float | None
+
+
+HORIZON_S = 86_400.0  # a forecast looks one day ahead at most (its cost is bounded by it)
+
+
+def forecast(cluster: Cluster, active: Sequence[JobStatus], policy: Policy, perf: PerfModel,
+             now: float, costs: CostModel | None = None,
+             horizon_s: float = HORIZON_S) -> dict[str, Estimate]:
+    """Estimated (re)start and finish of every job in ``active`` from ``now``, up to
+    ``now + horizon_s`` (beyond it: None)."""
+    starts: dict[str, float] = {st.job_id: now for st in active if st.allocation}
+
+    def record(t: float, a: Action) -> None:
+        if a.kind in (ActionKind.START, ActionKind.RESUME) and a.job_id not in starts:
+            starts[a.job_id] = t
+
+    sim = Simulator(cluster, (), policy, perf, costs or CostModel.free(), on_action=record,
+                    resume_from=active, start_s=now, end_s=now + horizon_s)
+    finished = {r.job_id: r.finish_s for r in sim.run().records
+                if r.completed and r.finish_s <= now + horizon_s}
+    return {st.job_id: Estimate(starts.get(st.job_id), finished.get(st.job_id)) for st in active}
