@@ -46,6 +46,7 @@ from stint.runtime.executor.base import (
     Outcome,
     WorkerLaunch,
 )
+from stint.runtime.metrics import SLOW_STEP_S, Metrics
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Job
@@ -113,8 +114,9 @@ class Controller:
     (plus operator overrides). Single writer of the jobs' lifecycle columns."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy,
-                 config: ControllerConfig) -> None:
+                 config: ControllerConfig, metrics: Metrics | None = None) -> None:
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
+        self.metrics = metrics
         nodes = [(n.name, n.slots) for n in executor.nodes()]
         store.set_nodes(nodes)
         self.cluster = cluster_of(nodes)
@@ -137,6 +139,28 @@ class Controller:
     def step(self, now: float) -> StepReport:
         """One iteration. Decides on a lock-free snapshot, then writes every change (the intents)
         in one short transaction, then enacts them. Skips the work when nothing can have changed."""
+        t0 = time.perf_counter()  # the step's latency, a product figure (not a scheduling input)
+        report = self._step(now)
+        if not report.skipped:
+            self._observe(report, time.perf_counter() - t0)
+        return report
+
+    def _observe(self, report: StepReport, seconds: float) -> None:
+        if seconds > SLOW_STEP_S:
+            log.warning("slow controller step: %.2f s (policy %.2f s, %d actions)", seconds,
+                        report.plan_s, len(report.actions))
+        for a in report.actions:
+            log.info("%s job %s -> %s", a.kind, a.job_id, a.after.workers or "nothing")
+        if self.metrics is None:
+            return
+        self.metrics.step_s.observe(seconds)
+        self.metrics.plan_s.observe(report.plan_s)
+        for a in report.actions:
+            self.metrics.actions.labels(str(a.kind)).inc()
+        if report.refusals:
+            self.metrics.refused.inc(len(report.refusals))
+
+    def _step(self, now: float) -> StepReport:
         report = StepReport()
         # Exits are reported once; keep them until the transaction that applies them commits.
         exits = self._unapplied = self._unapplied + self.executor.poll()

@@ -11,7 +11,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from stint.runtime.api import UserLimits, Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.metrics import CONTENT_TYPE, Metrics
 from stint.runtime.schemas import MAX_COMMAND_BYTES
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
@@ -209,6 +210,29 @@ class ControlLoop(threading.Thread):
             self.stopping.wait(max(self.tick_s, time.monotonic() - started))
 
 
+def add_metrics(app: FastAPI, metrics: Metrics) -> None:
+    """``GET /metrics`` (no token, like the health routes: counts and latencies, no job of
+    anyone's) and a histogram of every API request's latency."""
+    from fastapi import Request, Response
+
+    @app.middleware("http")
+    async def timed(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                    ) -> Response:
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "other")  # the route's template, never the raw URL
+        metrics.api_s.labels(request.method, path, str(response.status_code)).observe(
+            time.perf_counter() - t0)
+        return response
+
+    def scrape() -> Response:
+        return Response(metrics.text(), media_type=CONTENT_TYPE)
+
+    app.add_api_route("/metrics", scrape, methods=["GET"], response_class=Response,
+                      include_in_schema=False)
+
+
 def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
     """``GET /v1/health/controller`` (no token, like ``/v1/health``): the loop's ``health()``;
     503 unless its status is ``ok``."""
@@ -315,9 +339,10 @@ def serve(opts: ServeOptions) -> None:
     if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
     executor = make_executor(opts)
+    metrics = Metrics(store)
     controller = Controller(store, executor, policy, ControllerConfig(
         jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s,
-        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)))
+        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)), metrics)
     loop = ControlLoop(controller, opts.tick_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
@@ -325,6 +350,9 @@ def serve(opts: ServeOptions) -> None:
                                         admin_token_file=opts.data_dir / "admin.token",
                                         limits=opts.limits))
     add_health_route(app, loop)
+    add_metrics(app, metrics)
+    log.warning("listening on http://%s:%d (API under /v1, Prometheus metrics at /metrics); "
+                "the CLI reads %s", opts.host, opts.port, opts.data_dir / "admin.token")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     drain = [opts.drain]
 

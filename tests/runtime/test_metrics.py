@@ -1,0 +1,48 @@
+"""``GET /metrics`` of a real ``stint serve``: parsed by the Prometheus client's own parser, with
+the series the control plane promises, and their values following what happened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
+
+
+def _scrape(serve: ServeProc) -> dict[str, list[tuple[dict[str, str], float]]]:
+    r = httpx.get(f"{serve.url}/metrics", timeout=10)  # no token, like the health routes
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def test_metrics_carry_jobs_gpus_actions_and_latencies(tmp_path: Path) -> None:
+    serve = ServeProc(tmp_path / "data", f"sqlite:///{tmp_path / 'stint.db'}")
+    serve.start()
+    try:
+        with serve.client() as c:
+            done = c.submit(command=counter_cmd(5, tmp_path / "a"), gpus=1)["id"]
+            wait_for(lambda: c.show(done)["state"] == "succeeded", 60, "the job to succeed")
+            held = c.submit(command=counter_cmd(100000, tmp_path / "b"), gpus=2)["id"]
+            wait_for(lambda: c.show(held)["state"] == "running", 60, "the second job to run")
+            m = _scrape(serve)
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+    jobs = {(lab["state"], lab["tier"]): v for lab, v in m["stint_jobs"]}
+    assert jobs[("succeeded", "standard")] == 1 and jobs[("running", "standard")] == 1
+    gpus = {(lab["node"], lab["kind"]): v for lab, v in m["stint_gpus"]}
+    assert sum(v for (_, kind), v in gpus.items() if kind == "held") == 2
+    assert sum(gpus.values()) == 4  # 2 nodes x 2 GPUs, held + free
+    starts = [v for lab, v in m["stint_actions_total"] if lab["kind"] == "start"]
+    assert starts == [2.0]
+    assert dict(m["stint_refused_actions_total"][0][0]) == {} and m["stint_refused_actions_total"][0][1] == 0
+    assert m["stint_controller_step_seconds_count"][0][1] > 0
+    assert m["stint_policy_plan_seconds_count"][0][1] > 0
+    routes = {lab["route"] for lab, _ in m["stint_api_request_seconds_count"]}
+    assert "/v1/jobs" in routes and "/v1/jobs/{job_id}" in routes
+    assert {lab["stat"] for lab, _ in m["stint_queue_wait_seconds"]} == {"max", "mean"}
