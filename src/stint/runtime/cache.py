@@ -176,7 +176,10 @@ def _chunks(ids: list[int]) -> Iterable[list[int]]:
         yield ids[i : i + _CHUNK]
 
 
-_COLUMNS = tuple(c.key for c in Job.__table__.columns)
+# Columns users read and no policy sees (the waiting reason, the policy's decision, the forecast):
+# a change to them alone is not reported as a change.
+NOTE_COLUMNS = frozenset({"reason", "decision", "est_start_at", "est_finish_at"})
+_COLUMNS = tuple(c.key for c in Job.__table__.columns if c.key not in NOTE_COLUMNS)
 
 
 def _columns(job: Job) -> tuple[object, ...]:

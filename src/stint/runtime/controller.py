@@ -37,7 +37,7 @@ from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import ClusterView, Policy
 from stint.reconcile import Action, ActionKind, classify, stage
-from stint.runtime.cache import JobCache
+from stint.runtime.cache import NOTE_COLUMNS, JobCache
 from stint.runtime.executor.base import (
     Executor,
     ExecutorError,
@@ -481,11 +481,14 @@ class Controller:
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if _policy_sees(j)]
         est = forecast(self.cluster, statuses, make(), self.perf, t)
-        for st in statuses:
-            e, row = est[st.job_id], jobs[int(st.job_id)]
-            row.est_start_at = None if e.start_s is None else self.epoch + e.start_s
-            row.est_finish_at = None if e.finish_s is None else self.epoch + e.finish_s
-        self._commit(_Recorder())
+        # Written straight to the store, not through the cached rows: those may hold this step's
+        # lifecycle changes, which an executor's report (a launch) has already moved past.
+        with self.store.session() as w:
+            for st in statuses:
+                e = est[st.job_id]
+                w.execute(update(Job).where(Job.id == int(st.job_id)).values(
+                    est_start_at=None if e.start_s is None else self.epoch + e.start_s,
+                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s))
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
         """The capacity ledger as policies see it: every active job's logical allocation, and
@@ -674,7 +677,7 @@ def _policy_sees(job: Job) -> bool:
     return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
 
 
-_NOTES = frozenset({"reason", "decision", "est_start_at", "est_finish_at"})
+_NOTES = NOTE_COLUMNS
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:
