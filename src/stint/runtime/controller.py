@@ -473,10 +473,11 @@ class Controller:
             return
         from stint.sim.forecast import forecast
 
-        self._forecast_at, self._forecast_stale = now, False
         jobs = self.cache.rows
+        self._forecast_stale = False
         if not jobs or len(jobs) > self.config.forecast_max_jobs:
             return
+        self._forecast_at = now
         t = now - self.epoch
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if _policy_sees(j)]
