@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command()(resize)
     app.command()(migrate)
     app.command()(unpin)
+    app.command()(wait)
     app.command()(nodes)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
@@ -197,7 +198,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
 
 def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
          server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
-    """Print a job's output (stdout and stderr of all its workers); -f follows it to the end."""
+    """Print a job's output (stdout and stderr of all its workers); -f follows it to the end
+    and then exits as the job ended: 0 if it succeeded, 1 otherwise (the state on stderr)."""
     from stint.runtime.client import ApiError
 
     c = _client((server, data_dir, token))
@@ -211,8 +213,39 @@ def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = Fal
                 break
             if not chunk["text"]:
                 time.sleep(0.5)
+        if follow:
+            _exit_as(c.show(job))
     except ApiError as exc:
         _fail(exc)
+
+
+def wait(job: int, timeout: Annotated[float | None, typer.Option(
+             help="Give up after this many seconds (exit 2).")] = None,
+         server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Wait until a job ends; exit 0 if it succeeded, 1 otherwise (the state on stderr)."""
+    from stint.runtime.client import ApiError
+
+    c = _client((server, data_dir, token))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while (row := c.show(job))["state"] not in _ENDED:
+            if deadline is not None and time.monotonic() > deadline:
+                typer.echo(f"job {job}: still {row['state']} after {timeout:g} s", err=True)
+                raise typer.Exit(2)
+            time.sleep(0.5)
+        _exit_as(row)
+    except ApiError as exc:
+        _fail(exc)
+
+
+_ENDED = ("succeeded", "failed", "cancelled", "rejected")
+
+
+def _exit_as(row: dict[str, Any]) -> None:
+    """Exit with the job's outcome: 0 if it succeeded, else 1, saying how it ended."""
+    if row["state"] != "succeeded":
+        typer.echo(f"job {row['id']} {row['state']}: {row['reason']}", err=True)
+        raise typer.Exit(1)
 
 
 def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
