@@ -1,5 +1,7 @@
 """OASiS behind the common interface, on the slot evaluator; the paper's baselines."""
 
+from dataclasses import replace
+
 import pytest
 
 from stint.experiments.slot_eval import check_capacity, evaluate
@@ -95,9 +97,13 @@ def test_mid_slot_arrival_is_planned_from_the_next_slot():
     j = ps_job("late", 1800.0, chunks=4, minibatches=10, epochs=4, tau_s=30.0, grad_mb=100.0,
                worker_demand=j.worker_demand, ps_demand=j.ps_demand, utility=j.utility)
     pol = OASiS(slot_s=3600.0, end_slot=10)
-    plan = pol.plan(_view(c, [j], now=1800.0))
+    plan = pol.plan(replace(_view(c, [j], now=1800.0), explain=True))
     assert "late" not in plan.allocations  # nothing this (already started) slot
     assert pol.committed["late"][1].start_slot == 1
+    # asked why it waits (``ClusterView.explain``, as the live controller does): its slot
+    assert str(plan.waiting["late"]) == ("admitted: oasis: admitted for slot 1 (starts at 3600 s "
+                                         "on the store's clock)")
+    assert plan.explain["late"].startswith("oasis: admitted (payoff μ = ")
     assert pol.allocation_at("late", 1).num_workers > 0
 
 
@@ -233,17 +239,3 @@ def test_fixed_bounds_from_a_past_workload_are_not_updated_online(small_workload
     online = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, history=past.jobs)
     evaluate(online, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
     assert online.worker_prices.low != fixed.low_w  # the arrivals moved the online estimate
-
-
-def test_an_admitted_job_waiting_for_its_slot_says_so_when_asked():
-    from dataclasses import replace
-
-    c = _cluster()
-    j = _job("late")
-    j = ps_job("late", 1800.0, chunks=4, minibatches=10, epochs=4, tau_s=30.0, grad_mb=100.0,
-               worker_demand=j.worker_demand, ps_demand=j.ps_demand, utility=j.utility)
-    pol = OASiS(slot_s=3600.0, end_slot=10)
-    plan = pol.plan(replace(_view(c, [j], now=1800.0), explain=True))
-    assert str(plan.waiting["late"]) == ("admitted: oasis: admitted for slot 1 (starts at 3600 s "
-                                         "on the store's clock)")
-    assert plan.explain["late"].startswith("oasis: admitted (payoff μ = ")

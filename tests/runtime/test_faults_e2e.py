@@ -14,13 +14,6 @@ from rt_helpers import STINT, ServeProc, counter_cmd, kill_leftover_workers, wai
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def serve(db_url: str, tmp_path: Path) -> Iterator[ServeProc]:
-    proc = ServeProc(tmp_path / "data", db_url)
-    proc.start()
-    yield proc
-    proc.stop()
-    kill_leftover_workers(proc.data_dir)
 
 
 def _finished(c: httpx.Client, job: int) -> dict[str, object] | None:

@@ -7,11 +7,10 @@ commands; all finish with the right outputs and the store shows each transition 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
+from rt_helpers import ServeProc, counter_cmd, wait_for
 
 STEPS = 60
 TOTAL = STEPS * (STEPS + 1) // 2
@@ -19,13 +18,6 @@ HEAD = ["queued", "admitted", "starting", "running", "checkpointing", "preempted
 TAIL = ["starting", "running", "succeeded"]
 
 
-@pytest.fixture
-def serve(db_url: str, tmp_path: Path) -> Iterator[ServeProc]:
-    proc = ServeProc(tmp_path / "data", db_url)
-    proc.start()
-    yield proc
-    proc.stop()
-    kill_leftover_workers(proc.data_dir)
 
 
 def started(serve: ServeProc, job: int, attempt: int) -> bool:
