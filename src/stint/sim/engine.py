@@ -366,6 +366,8 @@ class Simulator:
                 utility=0.0 if rejected else float(spec.utility(jct)),
                 rejected=rejected,
                 ideal_s=self._ideal_s(spec),
+                tier=spec.tier.value,
+                sla_ideal_s=self._requested_ideal_s(spec),
             )
         )
 
@@ -390,6 +392,17 @@ class Simulator:
                 best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
             self._ideal_rate[key] = best
         return spec.work / best if best > 0 else math.inf
+
+    def _requested_ideal_s(self, spec: JobSpec) -> float:
+        """Run time alone at the requested size packed on the fewest nodes (the SLA's ideal)."""
+        gpw = max(spec.gpus_per_worker, 1)
+        per_node = max(int(max(c[0] for c in self._ledger.capacity)) // gpw, 1)
+        full, rest = divmod(spec.requested_workers, per_node)
+        nodes = dict.fromkeys(range(full), per_node)
+        if rest:
+            nodes[full] = rest
+        rate = self.perf.rate(spec, Allocation.of(nodes))
+        return spec.work / rate if rate > 0 else math.inf
 
     # ------------------------------------------------------------------------------ capacity
     def _release(self, st: JobStatus) -> None:
