@@ -47,7 +47,8 @@ pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from stint.model.allocation import EMPTY, Allocation, Plan
@@ -100,6 +101,27 @@ class Staging:
         return sum(self.victims.values())
 
 
+@dataclass(slots=True)
+class Victims:
+    """One pass's running jobs in victim order (rule 3), those grown above their request, and
+    per tier the smallest request that reclaiming could not serve (later ones of the tier skip it)."""
+
+    running: list[Facts]
+    grown: list[Facts]
+    ranks: list[int]
+    blocked: dict[int, float] = field(default_factory=dict)
+
+    @staticmethod
+    def of(facts: Iterable[Facts]) -> Victims:
+        running = sorted((f for f in facts if f.st.allocation), key=Facts.victim_key)
+        grown = [f for f in running if f.st.allocation.num_workers > f.st.spec.requested_workers]
+        return Victims(running, grown, [f.rank for f in running])
+
+    def below(self, rank: int) -> int:
+        """How many of ``running`` (lowest tier first) are of a tier below ``rank``."""
+        return bisect_left(self.ranks, rank)
+
+
 @register("singularity")
 class Singularity(PolicyBase):
     """SLA tiers, no idle GPU, shrink / time-slice / preempt by tier (see the module docstring)."""
@@ -124,28 +146,48 @@ class Singularity(PolicyBase):
         self._moved: dict[str, float] = {}  # job id -> when this policy last changed it while it ran
         self._history: int | None = None
         self._rates: dict[tuple[object, ...], float] = {}
+        self._due: float | None = None
+        self._req_rate: dict[str, float] = {}  # job id -> its rate at the requested size
+
+    def next_due(self) -> float | None:
+        """When a tick could change the plan (``_next_due``); None: only events can."""
+        return self._due
+
+    def _next_due(self, view: ClusterView, facts: Mapping[str, Facts], plan: Plan, free: list[int]) -> float | None:
+        """Time alone changes a decision only when a hold expires (rule 4) or a waiting job's
+        slack falls under ``urgent_s`` (rule 6), and only while a job waits or GPUs are idle."""
+        waiting = [f for f in facts.values() if not f.st.allocation and f.job_id not in plan.allocations
+                   and f.job_id not in plan.reject]
+        if not waiting and sum(free) <= 0:
+            return None
+        times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
+        times += [view.now + f.slack_s - self.urgent_s for f in waiting
+                  if math.isfinite(f.slack_s) and f.slack_s > self.urgent_s]
+        return min(times, default=None)
 
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved = view.history, {}
+            self._history, self._moved, self._req_rate = view.history, {}, {}
         facts = {st.job_id: self._facts(view, st) for st in view.jobs}
         plan = Plan()
         free = list(view.free_gpus)
         total = view.cluster.total_gpus
-        running = sorted((f for f in facts.values() if f.st.allocation), key=Facts.victim_key)
-        reclaims = 0
+        pool = Victims.of(facts.values())
+        reclaims, left = 0, sum(free)
         for w in sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key):
             spec = w.st.spec
             if spec.feasible_counts()[0] * spec.gpus_per_worker > total:
                 plan.reject[w.job_id] = f"needs {spec.feasible_counts()[0] * spec.gpus_per_worker} GPUs at its smallest; the cluster has {total}"
                 continue
-            if reclaims >= self.max_reclaims and sum(free) < spec.gpus_per_worker:
-                break
-            staged = self._admit(view, w, free, running, plan)
+            smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
+            if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(w.rank, math.inf)):
+                continue  # nothing free for it and reclaiming could not serve a job as small
+            staged = self._admit(view, w, free, pool, plan)
             reclaims += staged.cost_gpus > 0
             if w.job_id in staged.changes:  # commit
                 free[:] = staged.free
+                left = sum(free)
                 plan.allocations.update(staged.changes)
                 plan.explain.update(staged.reasons)
         self._grow(view, facts, free, plan)
@@ -155,26 +197,30 @@ class Singularity(PolicyBase):
         for jid in view.changed:
             if jid not in facts:
                 self._moved.pop(jid, None)
+                self._req_rate.pop(jid, None)
+        self._due = self._next_due(view, facts, plan, free)
         return plan
 
     # ------------------------------------------------------------------------------ rules 2-6
-    def _admit(self, view: ClusterView, w: Facts, free: list[int], running: list[Facts],
-               plan: Plan) -> Staging:
+    def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
         spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
         s = Staging(list(free), {}, {})
         n = spec.requested_workers
         got = place(s.free, n, gpw)
         if got is not None:
             return self._start(s, w, got, f"started on {n} workers")
-        candidates = [v for v in running if v.job_id not in plan.allocations]
-        if sum(s.free) >= n * gpw and self._defragment(view, w, s, candidates):
+        if n * gpw >= pool.blocked.get(w.rank, math.inf):  # a smaller job of its tier found too little
+            self._time_slice(view, w, s)
+            return s
+        lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
+        if sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
-        for step in ("give back", "shrink", "time-slice", "preempt"):
-            if step == "time-slice":
-                if self._time_slice(view, w, s):
-                    break
-                continue
-            for v in candidates:
+        steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
+                 ("shrink", lower), ("time-slice", []), ("preempt", lower))
+        for step, victims in steps:
+            if step == "time-slice" and self._time_slice(view, w, s):
+                break
+            for v in victims:
                 if self._reclaim(view, step, w, v, s):
                     got = place(s.free, n, gpw)
                     if got is not None:
@@ -182,6 +228,8 @@ class Singularity(PolicyBase):
                         break
             if w.job_id in s.changes:
                 break
+        if w.job_id not in s.changes:
+            pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
         if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
             return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
         return s
@@ -302,7 +350,10 @@ class Singularity(PolicyBase):
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
         target = self.sla.of(spec.tier)
-        rate = self._rate(view, st, _packed_alloc(spec.requested_workers, _per_node(view, spec.gpus_per_worker)))
+        rate = self._req_rate.get(st.job_id)
+        if rate is None:
+            packed = _packed_alloc(spec.requested_workers, _per_node(view, spec.gpus_per_worker))
+            rate = self._req_rate[st.job_id] = view.perf.rate(spec, packed)
         remaining = (spec.work - st.work_done_at(view.now)) / rate if rate > 0 else math.inf
         ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
