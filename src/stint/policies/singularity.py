@@ -323,13 +323,16 @@ class Singularity(PolicyBase):
 
     # ------------------------------------------------------------------------------ rule 7
     def _grow(self, view: ClusterView, facts: Mapping[str, Facts], free: list[int], plan: Plan) -> None:
-        for f in sorted((f for f in facts.values() if f.st.allocation and f.job_id not in plan.allocations
-                         and f.st.spec.max_workers > f.st.allocation.num_workers), key=Facts.serve_key):
+        def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
+            return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
+
+        for f in sorted((f for f in facts.values() if (f.job_id not in plan.allocations) == bool(f.st.allocation)
+                         and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
             if sum(free) <= 0:
                 return
             if self._held(f, view.now):
                 continue
-            spec, have = f.st.spec, f.st.allocation
+            spec, have = f.st.spec, now_holds(f)
             n, gpw = have.num_workers, spec.gpus_per_worker
             left = f.st.spec.work - f.st.work_done_at(view.now)
             slow = left / max(self._rate(view, f.st, have), 1e-12)
@@ -343,7 +346,8 @@ class Singularity(PolicyBase):
                 if saved > self.grow_margin * self.restart_s:
                     take(free, added, gpw)
                     plan.allocations[f.job_id] = new
-                    plan.explain[f.job_id] = f"grown to {m} workers into idle GPUs"
+                    plan.explain[f.job_id] = (f"grown to {m} workers into idle GPUs" if f.st.allocation
+                                              else f"started on {m} workers ({n} requested) into idle GPUs")
                 break
 
     # ------------------------------------------------------------------------------ quantities
