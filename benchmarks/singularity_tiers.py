@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from stint.sim.runner import SimConfig, run_all
 from stint.sim.traces import Filters, TierMix
@@ -24,17 +25,17 @@ POLICIES = ("fifo", "tiresias", "optimus", "singularity")
 def table(title: str, cfg: SimConfig) -> str:
     t0 = time.process_time()
     trace, cluster, results = run_all(cfg)
-    lines = [f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
-             f"(CPU {time.process_time() - t0:.0f} s)", "",
-             "| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h "
-             "| premium met / mean / p5 | standard met / mean / p5 | basic mean / p5 | basic done |",
+    lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
+             f"(CPU {time.process_time() - t0:.0f} s)"), "",
+             ("| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h "
+             "| premium met / mean / p5 | standard met / mean / p5 | basic mean / p5 | basic done |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         s = r.summary()
         job_h = sum(x.jct_s for x in r.records) / 3600.0 or 1.0
         tiers = s["tiers"]
 
-        def cell(t: str, met: bool = True) -> str:
+        def cell(t: str, met: bool = True, tiers: dict[str, Any] = tiers) -> str:
             v = tiers.get(t)
             if v is None:
                 return "-"
