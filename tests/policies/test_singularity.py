@@ -129,3 +129,11 @@ def test_tier_mix_parses_and_names_bad_input() -> None:
         TierMix.parse("premium=0.5,basic=0.6")
     with pytest.raises(ValueError, match="gold"):
         TierMix.parse("gold=1")
+
+
+def test_mechanism_gpu_hours_count_the_modelled_delays() -> None:
+    # Default costs: start 0 s, resume 30 s. B (4 GPUs) is preempted for P at 10 and resumes on
+    # 4 GPUs when P ends: 30 s x 4 GPUs = 120 GPU-s held without progress; P's start is free.
+    jobs = [job("B", 0, 4, 1000, Tier.BASIC), job("P", 10, 2, 100, Tier.PREMIUM)]
+    res = Simulator(Cluster.uniform(1, 4), jobs, make("singularity"), ScalingModel(), CostModel()).run()
+    assert res.summary()["mechanism_gpu_hours"] == pytest.approx(120 / 3600)

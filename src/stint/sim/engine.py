@@ -102,6 +102,7 @@ class Simulator:
         self._records: list[JobRecord] = []
         self._waiting = 0
         self._busy_gpu_s = 0.0
+        self._mechanism_gpu_s = 0.0  # GPU-seconds held without progress: modelled action delays
         self._last_t = 0.0
         self._tick_at: float | None = None
         self._series: tuple[array[float], array[float], array[float]] = (
@@ -165,6 +166,7 @@ class Simulator:
             wall_s=time.perf_counter() - wall0,
             cpu_s=time.process_time() - cpu0,
             refusals=self._refusals,
+            mechanism_gpu_s=self._mechanism_gpu_s,
         )
 
     # -------------------------------------------------------------------------------- events
@@ -323,6 +325,7 @@ class Simulator:
         track.resizes += kind is ActionKind.RESIZE
         delay = self.costs.delay(kind)
         if delay > 0:
+            self._mechanism_gpu_s += delay * st.held_gpus
             self._set_rate(st, t, 0.0)
             self._push(t + delay, EventKind.ACTION_DONE, st.job_id, track.version)
         else:

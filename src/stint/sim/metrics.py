@@ -87,6 +87,7 @@ class RunResult:
     cost_model: NamedCosts | None = None  # set by the runner: the costs the run was charged
     job_model: str = ""  # set by the runner: what a job's work means (``traces.JOB_MODELS``)
     batch: str = ""  # set by the runner: "fixed" or "adaptive" (jobs pick their batch size)
+    mechanism_gpu_s: float = 0.0  # GPU-seconds charged to action delays (start, resume, resize, migrate)
     sla: SlaTargets = field(default_factory=SlaTargets)  # the targets ``tiers`` is measured against
 
     @property
@@ -132,6 +133,7 @@ class RunResult:
             "cpu_s": self.cpu_s,
             "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
             "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
+            "mechanism_gpu_hours": self.mechanism_gpu_s / 3600.0,
             "tiers": tier_summary(self.records, self.sla),
             **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
             **({"job_model": self.job_model} if self.job_model else {}),
