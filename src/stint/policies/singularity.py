@@ -14,8 +14,9 @@ attainment at ρ minus τ (τ = 0 for basic); its *slack* = the latest finish me
 Rules, applied in this order at every pass (arrivals, completions, node changes, ticks):
 1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
    rejected with the reason.
-2. Waiting jobs are served in this order: (a) higher tier first; (b) less slack first; (c) earlier
-   arrival; (d) job id. Each takes, at its requested size (placement consolidated): free GPUs;
+2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
+   their target (slack >= 0) before those that cannot; (c) less slack first (among those that
+   can); (d) earlier arrival; (e) job id. Each takes, at its requested size (placement consolidated): free GPUs;
    else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
    the capacity reclaimed by rule 3.
 3. Reclaiming, in this order, stopping as soon as the waiting job fits: (a) *give back*: jobs
@@ -36,10 +37,9 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    (its GPUs x its remaining ideal time, GPU-seconds started now) exceeds the cost (restart_s x
    the GPUs of every job it stops or restarts), or the waiting job's slack is under ``urgent_s``;
    otherwise the staged victims are discarded as a unit and the job waits.
-7. No idle GPU: GPUs still free go to running elastic jobs, served (a) higher tier, (b) less slack,
-   (c) earlier arrival, (d) job id, each grown to the largest feasible count that fits, if the
-   time it saves on its remaining work exceeds ``grow_margin`` x restart_s (the cost of growing
-   and of giving the GPUs back later).
+7. No idle GPU: GPUs still free go to running elastic jobs, served in rule 2's order, each grown
+   to the largest feasible count that fits, if the time it saves on its remaining work exceeds
+   ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
 pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
 """
@@ -77,9 +77,11 @@ class Facts:
     def job_id(self) -> str:
         return self.st.job_id
 
-    def serve_key(self) -> tuple[int, float, float, str]:
-        """Rules 2 and 7: higher tier, less slack, earlier arrival, job id."""
-        return (-self.rank, self.slack_s, self.st.spec.arrival_s, self.job_id)
+    def serve_key(self) -> tuple[int, bool, float, float, str]:
+        """Rules 2 and 7: higher tier, can still meet its target, less slack, earlier arrival,
+        job id."""
+        late = self.slack_s < 0
+        return (-self.rank, late, 0.0 if late else self.slack_s, self.st.spec.arrival_s, self.job_id)
 
     def victim_key(self) -> tuple[int, float, float, str]:
         """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
