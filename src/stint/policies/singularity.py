@@ -15,7 +15,7 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
    rejected with the reason.
 2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
-   their target (slack >= 0) before those that cannot; (c) less slack first (among those that
+   their target (at their largest size, after one restart) before those that cannot; (c) less slack first (among those that
    can); (d) earlier arrival; (e) job id. Each takes, at its requested size (placement consolidated): free GPUs;
    else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
    the capacity reclaimed by rule 3.
@@ -72,6 +72,7 @@ class Facts:
     remaining_s: float  # remaining ideal time at the requested size
     slack_s: float
     surplus: float
+    late: bool = False  # it cannot meet its target even at its largest size from now
 
     @property
     def job_id(self) -> str:
@@ -80,7 +81,7 @@ class Facts:
     def serve_key(self) -> tuple[int, bool, float, float, str]:
         """Rules 2 and 7: higher tier, can still meet its target, less slack, earlier arrival,
         job id."""
-        late = self.slack_s < 0
+        late = self.late
         return (-self.rank, late, 0.0 if late else self.slack_s, self.st.spec.arrival_s, self.job_id)
 
     def victim_key(self) -> tuple[int, float, float, str]:
@@ -149,7 +150,7 @@ class Singularity(PolicyBase):
         self._history: int | None = None
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
-        self._req_rate: dict[str, float] = {}  # job id -> its rate at the requested size
+        self._req_rate: dict[str, tuple[float, float]] = {}  # job id -> rates at requested, largest size
 
     def next_due(self) -> float | None:
         """When a tick could change the plan (``_next_due``); None: only events can."""
@@ -356,17 +357,22 @@ class Singularity(PolicyBase):
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
         target = self.sla.of(spec.tier)
-        rate = self._req_rate.get(st.job_id)
-        if rate is None:
-            packed = _packed_alloc(spec.requested_workers, _per_node(view, spec.gpus_per_worker))
-            rate = self._req_rate[st.job_id] = view.perf.rate(spec, packed)
+        rates = self._req_rate.get(st.job_id)
+        if rates is None:
+            per_node = _per_node(view, spec.gpus_per_worker)
+            rates = self._req_rate[st.job_id] = (
+                view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
+                view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
+        rate, top = rates
         remaining = (spec.work - st.work_done_at(view.now)) / rate if rate > 0 else math.inf
         ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
-        slack = math.inf
+        slack, late = math.inf, False
         if target is not None:
-            slack = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - (view.now + self.restart_s + remaining)
-        return Facts(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0))
+            due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
+            slack = due - remaining
+            late = top <= 0 or due < (spec.work - st.work_done_at(view.now)) / top  # even at its largest size
+        return Facts(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
