@@ -1,9 +1,10 @@
 """Singularity's policy against the baselines, per SLA tier, on Philly and a Pollux workload.
 
 Prints one Markdown table per workload: utilization, mean JCT, preemptions / resizes /
-migrations per job-hour, and per tier (premium, standard, basic) the share of jobs meeting the
-target, the mean and 5th-percentile attainment and the mean JCT (``stint.model.sla``; targets
-premium 0.95, standard 0.70, basic best effort). Tiers are drawn by job count with ``--tiers``
+migrations per job-hour, GPU-hours spent in mechanism (modelled restart delays), and per tier
+(premium, standard, basic) the share of jobs meeting the target and the mean and 5th-percentile
+attainment (``stint.model.sla``; targets premium 0.95, standard 0.70, basic best effort), and how
+many basic jobs completed; per-tier JCTs are in ``stint sim``'s summary.json. Tiers are drawn by job count with ``--tiers``
 (default premium 10 %, standard 30 %, basic 60 %, seed 0).
 
     .venv/bin/python benchmarks/singularity_tiers.py                 # Philly first 3000 jobs + pollux:6
@@ -27,9 +28,9 @@ def table(title: str, cfg: SimConfig) -> str:
     trace, cluster, results = run_all(cfg)
     lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
              f"(CPU {time.process_time() - t0:.0f} s)"), "",
-             ("| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h "
+             ("| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h | mechanism GPU-h "
              "| premium met / mean / p5 | standard met / mean / p5 | basic mean / p5 | basic done |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         s = r.summary()
         job_h = sum(x.jct_s for x in r.records) / 3600.0 or 1.0
@@ -45,7 +46,7 @@ def table(title: str, cfg: SimConfig) -> str:
         basic = tiers.get("basic", {"completed": 0, "jobs": 0})
         lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['avg_jct_s'] / 3600:.2f} "
                      f"| {s['preemptions'] / job_h:.4f} | {s['resizes'] / job_h:.4f} "
-                     f"| {s['migrations'] / job_h:.4f} | {cell('premium')} | {cell('standard')} "
+                     f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} | {cell('premium')} | {cell('standard')} "
                      f"| {cell('basic', met=False)} | {basic['completed']}/{basic['jobs']} |")
     return "\n".join(lines)
 
