@@ -137,3 +137,10 @@ def test_mechanism_gpu_hours_count_the_modelled_delays() -> None:
     jobs = [job("B", 0, 4, 1000, Tier.BASIC), job("P", 10, 2, 100, Tier.PREMIUM)]
     res = Simulator(Cluster.uniform(1, 4), jobs, make("singularity"), ScalingModel(), CostModel()).run()
     assert res.summary()["mechanism_gpu_hours"] == pytest.approx(120 / 3600)
+
+
+def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
+    # Rule 1: 8 GPUs at its smallest on a 4-GPU cluster; the other job is admitted and runs.
+    r, _ = run([job("X", 0, 8, 10, Tier.PREMIUM), job("Y", 0, 4, 10, Tier.BASIC)])
+    assert r["X"].rejected == "needs 8 GPUs at its smallest; the cluster has 4"
+    assert r["Y"].completed and r["Y"].jct_s == 10

@@ -180,10 +180,10 @@ class Singularity(PolicyBase):
         reclaims, left = 0, sum(free)
         for w in sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key):
             spec = w.st.spec
-            if spec.feasible_counts()[0] * spec.gpus_per_worker > total:
-                plan.reject[w.job_id] = f"needs {spec.feasible_counts()[0] * spec.gpus_per_worker} GPUs at its smallest; the cluster has {total}"
-                continue
             smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
+            if smallest > total:  # rule 1
+                plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
+                continue
             if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(w.rank, math.inf)):
                 continue  # nothing free for it and reclaiming could not serve a job as small
             staged = self._admit(view, w, free, pool, plan)
