@@ -117,3 +117,40 @@ def test_serve_refuses_a_bad_policy_option_or_config_in_one_line(tmp_path: Path)
         assert r.returncode == 2 and "has no option" in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "d").exists()  # refused before touching anything
+
+
+@pytest.mark.slow
+def test_singularity_shrinks_a_basic_sdk_job_for_a_premium_one(tmp_path: Path) -> None:
+    steps = 60
+    reference = subprocess.run([sys.executable, MLP, "--steps", str(steps), "--logical", "2",
+                                "--ckpt-dir", str(tmp_path / "ref")], capture_output=True,
+                               text=True, timeout=300, check=True).stdout
+    serve = _serve(tmp_path, "--nodes", "1", "--gpus-per-node", "2", "--policy", "singularity",
+                   "--policy-opt", "min_hold_s=2")
+    try:  # the basic job fills the cluster; it can run on 1 or 2 workers (2 logical ranks)
+        basic = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--max-gpus", "2",
+                              "--logical-ranks", "2", "--tier", "basic", "--", sys.executable, MLP,
+                              "--steps", str(steps), "--sleep", "0.2", "--log-every", "5"))
+        log_path = serve.data_dir / "jobs" / str(basic) / "log.txt"
+        wait_for(lambda: log_path.exists() and "step 5 digest" in log_path.read_text(), 120,
+                 "training")
+        premium = int(serve.cli("submit", "--gpus", "1", "--tier", "premium", "--",
+                                *counter_cmd(60, tmp_path / "p")))
+        with serve.client() as c:
+            wait_for(lambda: c.show(premium)["first_start_at"] is not None, 120, "premium start")
+            started, during = c.show(premium), c.show(basic)
+        details = _all_end(serve, [basic, premium], 300)
+        listing = serve.cli("jobs")
+        log = log_path.read_text()
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+    b, p = details
+    assert (b["state"], p["state"]) == ("succeeded", "succeeded"), (b["reason"], p["reason"])
+    print(f"premium job waited {started['first_start_at'] - started['submitted_at']:.2f} s "
+          "from submission to running")
+    assert during["decision"] == f"shrunk to 1 workers for premium job {premium}"
+    assert any(t["dst"] == "resizing" for t in b["transitions"])  # time-sliced onto 1 worker
+    assert _digest(log, steps) == _digest(reference, steps)  # no lost work, bitwise
+    assert 0 < b["attainment"] <= 1 and 0 < p["attainment"] <= 1
+    assert "premium" in listing and "basic" in listing  # the TIER column

@@ -30,6 +30,7 @@ BUILTIN: dict[str, str] = {
     "optimus": "optimus",
     "pollux": "pollux",
     "rrh": "rrh",
+    "singularity": "singularity",
     "sjf": "sjf",
     "srtf": "sjf",
     "tiresias": "tiresias",

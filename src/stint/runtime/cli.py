@@ -164,9 +164,16 @@ def jobs(
         typer.echo(json.dumps(rows, indent=2))
         return
     now = time.time()
-    _table(["ID", "NAME", "USER", "STATE", "GPUS", "WHERE", "ATTEMPT", "EST START", "REASON"], [
-        [r["id"], r["name"], r["user"], r["state"], f'{r["min_gpus"]}-{r["gpus"]}-{r["max_gpus"]}',
-         _where(r["allocation"]), r["attempt"], _eta(r, now), r["reason"][:50]] for r in rows])
+    _table(["ID", "NAME", "USER", "STATE", "TIER", "SLA", "GPUS", "WHERE", "ATTEMPT", "EST START",
+            "REASON"], [
+        [r["id"], r["name"], r["user"], r["state"], r["tier"], _sla(r.get("attainment")),
+         f'{r["min_gpus"]}-{r["gpus"]}-{r["max_gpus"]}', _where(r["allocation"]), r["attempt"],
+         _eta(r, now), r["reason"][:50]] for r in rows])
+
+
+def _sla(value: float | None) -> str:
+    """Attainment so far, as ``stint jobs`` shows it."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _eta(row: dict[str, Any], now: float) -> str:
@@ -188,7 +195,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
                 "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
-                "worker_counts", "target", "decision", "est_start_at", "est_finish_at"):
+                "worker_counts", "target", "decision", "attainment", "est_start_at",
+                "est_finish_at"):
         typer.echo(f"{key:>15}: {row[key]}")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from stint.model.job import Tier
+from stint.model.sla import attainment
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job, Transition
 from stint.runtime.view import worker_counts
@@ -188,9 +190,12 @@ class JobOut(BaseModel):
     os_user: str | None  # the OS account it runs as (None: the control plane's)
     cwd: str | None
     env: dict[str, str]
+    # SLA attainment (``stint.model.sla``), so far for a job that has not finished; None if it
+    # was rejected or cancelled before running
+    attainment: float | None = None
 
     @staticmethod
-    def of(job: Job, user: str, node_names: list[str]) -> JobOut:
+    def of(job: Job, user: str, node_names: list[str], now: float | None = None) -> JobOut:
         alloc = load_alloc(job.allocation)
         return JobOut(
             id=job.id, name=job.name, user=user, command=json.loads(job.command), gpus=job.gpus,
@@ -208,6 +213,7 @@ class JobOut(BaseModel):
             decision=job.decision, est_start_at=job.est_start_at,
             est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
             env=json.loads(job.env or "{}"),
+            attainment=live_attainment(job, time.time() if now is None else now),
         )
 
 
@@ -244,3 +250,15 @@ class NodeOut(BaseModel):
     free: int
     state: str
     jobs: list[int]
+
+
+def live_attainment(job: Job, now: float) -> float | None:
+    """Attainment so far: seconds of work done at the requested size (settled, plus the current
+    hold at its share of the requested workers) over the time since submission."""
+    done = job.work_done
+    if job.holding_since is not None and job.finished_at is None and job.gpus:
+        done += max(0.0, now - job.holding_since) * load_alloc(job.allocation).num_workers / job.gpus
+    if done <= 0 and job.state in ("rejected", "cancelled"):
+        return None
+    end = job.finished_at if job.finished_at is not None else now
+    return attainment(done, max(0.0, end - job.submitted_at))

@@ -55,6 +55,9 @@ def sim(
         typer.Option(help="Pollux traces: 'fixed' (jobs keep the trace's batch size), 'adaptive' (jobs pick "
                      "the batch with the most goodput on each allocation) or 'auto' (adaptive under pollux)."),
     ] = "auto",
+    tiers: Annotated[str | None, typer.Option(
+        help="Tier shares by job count for traces without tiers, e.g. premium=0.1,standard=0.3,basic=0.6 "
+        "[default: 0.1, 0.6, 0.3].")] = None,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
@@ -65,7 +68,7 @@ def sim(
 
     from stint.policies.registry import UnknownPolicyError
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
-    from stint.sim.traces import Filters, TraceError
+    from stint.sim.traces import Filters, TierMix, TraceError
 
     err = Console(stderr=True)
     if format not in ("table", "json"):
@@ -96,6 +99,11 @@ def sim(
     if restart_s is not None and restart_s < 0:
         err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
         raise typer.Exit(2)
+    try:
+        mix = TierMix.parse(tiers) if tiers is not None else TierMix()
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
@@ -109,6 +117,7 @@ def sim(
         batch=batch,
         elastic=elastic,
         decision_period_s=decide_every,
+        tiers=mix,
     )
     try:
         with _progress(err) as bar:

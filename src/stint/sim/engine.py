@@ -108,6 +108,7 @@ class Simulator:
         self._records: list[JobRecord] = []
         self._waiting = 0
         self._busy_gpu_s = 0.0
+        self._mechanism_gpu_s = 0.0  # GPU-seconds held without progress: modelled action delays
         self._last_t = 0.0
         self._tick_at: float | None = None
         self._series: tuple[array[float], array[float], array[float]] = (
@@ -174,6 +175,7 @@ class Simulator:
             wall_s=time.perf_counter() - wall0,
             cpu_s=time.process_time() - cpu0,
             refusals=self._refusals,
+            mechanism_gpu_s=self._mechanism_gpu_s,
         )
 
     # -------------------------------------------------------------------------------- events
@@ -350,6 +352,7 @@ class Simulator:
         track.resizes += kind is ActionKind.RESIZE
         delay = self.costs.delay(kind)
         if delay > 0:
+            self._mechanism_gpu_s += delay * st.held_gpus
             self._set_rate(st, t, 0.0)
             self._push(t + delay, EventKind.ACTION_DONE, st.job_id, track.version)
         else:
@@ -393,6 +396,8 @@ class Simulator:
                 utility=0.0 if rejected else float(spec.utility(jct)),
                 rejected=rejected,
                 ideal_s=self._ideal_s(spec),
+                tier=spec.tier.value,
+                sla_ideal_s=self._requested_ideal_s(spec),
             )
         )
 
@@ -417,6 +422,17 @@ class Simulator:
                 best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
             self._ideal_rate[key] = best
         return spec.work / best if best > 0 else math.inf
+
+    def _requested_ideal_s(self, spec: JobSpec) -> float:
+        """Run time alone at the requested size packed on the fewest nodes (the SLA's ideal)."""
+        gpw = max(spec.gpus_per_worker, 1)
+        per_node = max(int(max(c[0] for c in self._ledger.capacity)) // gpw, 1)
+        full, rest = divmod(spec.requested_workers, per_node)
+        nodes = dict.fromkeys(range(full), per_node)
+        if rest:
+            nodes[full] = rest
+        rate = self.perf.rate(spec, Allocation.of(nodes))
+        return spec.work / rate if rate > 0 else math.inf
 
     # ------------------------------------------------------------------------------ capacity
     def _release(self, st: JobStatus) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from stint.model.job import Tier
+from stint.model.sla import SlaTargets, attainment
 from stint.sim.costs import NamedCosts
 
 
@@ -29,6 +31,15 @@ class JobRecord:
     utility: float
     rejected: str
     ideal_s: float
+    tier: str = "standard"
+    sla_ideal_s: float = 0.0  # run time alone at the requested size (the SLA's ideal)
+
+    @property
+    def attainment(self) -> float:
+        """SLA attainment (``stint.model.sla``): 0 for a rejected job."""
+        if self.rejected:
+            return 0.0
+        return attainment(self.sla_ideal_s, self.jct_s)
 
     @property
     def completed(self) -> bool:
@@ -50,7 +61,7 @@ class JobRecord:
         return 0.0 if self.first_start_s is None else self.finish_s - self.first_start_s
 
 
-CSV_FIELDS = [f.name for f in fields(JobRecord)] + ["jct_s", "queue_s", "run_s"]
+CSV_FIELDS = [f.name for f in fields(JobRecord)] + ["jct_s", "queue_s", "run_s", "attainment"]
 
 
 def record_row(r: JobRecord) -> list[Any]:
@@ -76,6 +87,8 @@ class RunResult:
     cost_model: NamedCosts | None = None  # set by the runner: the costs the run was charged
     job_model: str = ""  # set by the runner: what a job's work means (``traces.JOB_MODELS``)
     batch: str = ""  # set by the runner: "fixed" or "adaptive" (jobs pick their batch size)
+    mechanism_gpu_s: float = 0.0  # GPU-seconds charged to action delays (start, resume, resize, migrate)
+    sla: SlaTargets = field(default_factory=SlaTargets)  # the targets ``tiers`` is measured against
 
     @property
     def last_finish_s(self) -> float:
@@ -120,7 +133,32 @@ class RunResult:
             "cpu_s": self.cpu_s,
             "jobs_per_s": len(self.records) / self.wall_s if self.wall_s > 0 else 0.0,
             "jobs_per_cpu_s": len(self.records) / self.cpu_s if self.cpu_s > 0 else 0.0,
+            "mechanism_gpu_hours": self.mechanism_gpu_s / 3600.0,
+            "tiers": tier_summary(self.records, self.sla),
             **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
             **({"job_model": self.job_model} if self.job_model else {}),
             **({"batch": self.batch} if self.batch else {}),
         }
+
+
+def tier_summary(records: list[JobRecord], sla: SlaTargets) -> dict[str, dict[str, Any]]:
+    """Per tier: jobs, completed, target, share meeting it (rejected jobs do not), attainment
+    mean and 5th percentile, mean and p99 JCT of completed jobs. Tiers without jobs are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for tier in Tier:
+        rs = [r for r in records if r.tier == tier.value]
+        if not rs:
+            continue
+        att = np.array([r.attainment for r in rs])
+        jct = np.array([r.jct_s for r in rs if r.completed])
+        out[tier.value] = {
+            "jobs": len(rs),
+            "completed": int(sum(r.completed for r in rs)),
+            "sla_target": sla.of(tier),
+            "sla_met_fraction": float(np.mean([r.completed and sla.met(tier, a) for r, a in zip(rs, att, strict=True)])),
+            "mean_attainment": float(att.mean()),
+            "p5_attainment": float(np.percentile(att, 5)),
+            "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+            "p99_jct_s": float(np.percentile(jct, 99)) if len(jct) else 0.0,
+        }
+    return out

@@ -24,7 +24,7 @@ from stint.policies.registry import make_with_options
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
-from stint.sim.traces import Filters, Trace, load
+from stint.sim.traces import Filters, TierMix, Trace, load
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class SimConfig:
     decision_period_s: float | None = None
     samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
     batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
+    tiers: TierMix = field(default_factory=TierMix)  # tier shares for traces without tiers
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -80,7 +81,8 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     """Load the trace once and run each policy on it in turn."""
     for name in cfg.policies:
         make_with_options(name, cfg.policy_options)  # fail fast on bad names and options
-    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples)
+    trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples,
+                 tiers=cfg.tiers)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)

@@ -11,7 +11,9 @@ Fields a trace lacks are filled by a seeded rule (``--seed``), drawn per job in 
 - utility: OASiS' sigmoid (paper §5): γ1 (priority) ~ U[1, 100]; class 10% time-insensitive
   (constant γ1/2), 55% time-sensitive (γ2 ~ U[0.01, 1]), 35% time-critical (γ2 ~ U[4, 6]);
   target γ3 = the job's ideal run time plus U[1, 15] one-hour slots;
-- tier: 10% premium, 60% standard, 30% basic;
+- tier: by job count, shares ``tiers`` (default 10% premium, 60% standard, 30% basic; ``stint sim
+  --tiers premium=0.1,standard=0.3,basic=0.6``), one uniform draw per job so the other fields do
+  not depend on the shares;
 - workers: rigid (min = max = requested), because a recorded duration is only known at the
   requested size; with ``elastic=True``, min = max(1, requested // 2) and max = 2 x requested.
 """
@@ -74,8 +76,44 @@ class Filters:
     end_s: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TierMix:
+    """Shares of jobs per tier for traces without tiers (they must sum to 1)."""
+
+    premium: float = 0.1
+    standard: float = 0.6
+    basic: float = 0.3
+
+    def __post_init__(self) -> None:
+        shares = (self.premium, self.standard, self.basic)
+        if min(shares) < 0 or abs(sum(shares) - 1.0) > 1e-6:
+            raise ValueError(f"tier shares must be >= 0 and sum to 1 (got premium={self.premium:g}, "
+                             f"standard={self.standard:g}, basic={self.basic:g})")
+
+    @staticmethod
+    def parse(text: str) -> TierMix:
+        """``premium=0.1,standard=0.3,basic=0.6`` (tiers left out get 0)."""
+        shares = {"premium": 0.0, "standard": 0.0, "basic": 0.0}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            if not sep or key not in shares:
+                raise ValueError(f"--tiers {text!r}: expected premium=X,standard=Y,basic=Z (got {part!r})")
+            try:
+                shares[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--tiers {text!r}: {key}'s share {value!r} is not a number") from None
+        return TierMix(**shares)
+
+    def draw(self, u: float) -> Tier:
+        if u < self.premium:
+            return Tier.PREMIUM
+        return Tier.STANDARD if u < self.premium + self.standard else Tier.BASIC
+
+
 def load(
-    spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False
+    spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False,
+    tiers: TierMix = TierMix(),
 ) -> Trace:
     """Load ``philly``, ``pollux:N`` (N = 1..8) or a CSV path in either format (.csv or .csv.gz).
 
@@ -106,7 +144,7 @@ def load(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
-    return Trace(label, _fill_missing(jobs, seed, elastic), perf, str(path), fmt, model)
+    return Trace(label, _fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model)
 
 
 def _data_path(name: str) -> Path:
@@ -261,13 +299,13 @@ def _keep(offset_s: float, vc: str, f: Filters) -> bool:
     return f.end_s is None or offset_s < f.end_s
 
 
-def _fill_missing(jobs: list[JobSpec], seed: int, elastic: bool) -> list[JobSpec]:
+def _fill_missing(jobs: list[JobSpec], seed: int, elastic: bool, tiers: TierMix) -> list[JobSpec]:
     rng = random.Random(seed)
     out = []
     for spec in jobs:
         utility, priority = _utility(rng, spec.duration_s or 3600.0)
         u = rng.random()
-        tier = Tier.PREMIUM if u < 0.1 else Tier.STANDARD if u < 0.7 else Tier.BASIC
+        tier = tiers.draw(u)
         lo, hi = spec.min_workers, spec.max_workers
         if elastic and lo == hi:
             lo, hi = max(1, spec.requested_workers // 2), 2 * spec.requested_workers

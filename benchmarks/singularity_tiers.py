@@ -1,0 +1,73 @@
+"""Singularity's policy against the baselines, per SLA tier, on Philly and a Pollux workload.
+
+Prints one Markdown table per workload: utilization, mean JCT, preemptions / resizes /
+migrations per job-hour, GPU-hours spent in mechanism (modelled restart delays), and per tier
+(premium, standard, basic) the share of jobs meeting the target and the mean and 5th-percentile
+attainment (``stint.model.sla``; targets premium 0.95, standard 0.70, basic best effort), and how
+many basic jobs completed; per-tier JCTs are in ``stint sim``'s summary.json. Tiers are drawn by job count with ``--tiers``
+(default premium 10 %, standard 30 %, basic 60 %, seed 0).
+
+    .venv/bin/python benchmarks/singularity_tiers.py                 # Philly first 3000 jobs + pollux:6
+    .venv/bin/python benchmarks/singularity_tiers.py --limit 0       # the whole Philly trace (slow)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from stint.sim.runner import SimConfig, run_all
+from stint.sim.traces import Filters, TierMix
+
+POLICIES = ("fifo", "tiresias", "optimus", "singularity")
+
+
+def table(title: str, cfg: SimConfig) -> str:
+    t0 = time.process_time()
+    trace, cluster, results = run_all(cfg)
+    lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
+             f"(CPU {time.process_time() - t0:.0f} s)"), "",
+             ("| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h | mechanism GPU-h "
+             "| premium met / mean / p5 | standard met / mean / p5 | basic mean / p5 | basic done |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        s = r.summary()
+        job_h = sum(x.jct_s for x in r.records) / 3600.0 or 1.0
+        tiers = s["tiers"]
+
+        def cell(t: str, met: bool = True, tiers: dict[str, Any] = tiers) -> str:
+            v = tiers.get(t)
+            if v is None:
+                return "-"
+            head = f"{v['sla_met_fraction']:.3f} / " if met else ""
+            return f"{head}{v['mean_attainment']:.3f} / {v['p5_attainment']:.3f}"
+
+        basic = tiers.get("basic", {"completed": 0, "jobs": 0})
+        lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['avg_jct_s'] / 3600:.2f} "
+                     f"| {s['preemptions'] / job_h:.4f} | {s['resizes'] / job_h:.4f} "
+                     f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} | {cell('premium')} | {cell('standard')} "
+                     f"| {cell('basic', met=False)} | {basic['completed']}/{basic['jobs']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=3000, help="Philly: first N jobs (0 = all)")
+    ap.add_argument("--gpus", type=int, default=512, help="Philly cluster size (nodes of 8)")
+    ap.add_argument("--tiers", default="premium=0.1,standard=0.3,basic=0.6")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    mix = TierMix.parse(args.tiers)
+    policies = tuple(p for p in args.policies.split(",") if p)
+    philly = SimConfig(trace="philly", policies=policies, nodes=args.gpus // 8, gpus_per_node=8,
+                       seed=args.seed, filters=Filters(limit=args.limit or None), tiers=mix)
+    print(table(f"philly (limit {args.limit or 'none'})", philly))
+    print()
+    pollux = SimConfig(trace="pollux:6", policies=policies, seed=args.seed, tiers=mix)
+    print(table("pollux:6", pollux))
+
+
+if __name__ == "__main__":
+    main()

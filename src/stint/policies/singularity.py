@@ -1,0 +1,440 @@
+"""Singularity's scheduler (Shukla et al., 2022): SLA tiers, no idle GPU, no lost work.
+
+The paper publishes the mechanisms (transparent preemption, resize and migration) but not the
+policy (``papers/singularity.md`` §1); this is a policy designed for them, after its promises.
+
+Quantities, for a job j at ``now`` (``stint.model.sla``): its tier's target τ (premium 0.95,
+standard 0.70, basic none); its requested rate ρ (the performance model's rate at the requested
+size, packed on the fewest nodes); its remaining ideal time r = remaining work / ρ; its
+*projected attainment* if it ran at rate x from now after one restart,
+``attainment(ideal, now + restart_s + remaining/x - arrival)``; its *surplus* = projected
+attainment at ρ minus τ (τ = 0 for basic); its *slack* = the latest finish meeting τ minus
+(now + restart_s + r) (infinite for basic).
+
+Rules, applied in this order at every pass (arrivals, completions, node changes, ticks):
+1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
+   rejected with the reason.
+2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
+   their target (at their largest size, after one restart) before those that cannot; (c) less slack first (among those that
+   can); (d) earlier arrival; (e) job id. Each takes, at its requested size (placement consolidated): free GPUs;
+   else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
+   the capacity reclaimed by rule 3.
+3. Reclaiming, in this order, stopping as soon as the waiting job fits: (a) *give back*: jobs
+   grown above their requested size return to it (any tier; hysteresis does not apply to returning
+   borrowed GPUs); (b) *shrink* jobs of a strictly lower tier, just enough, to a smaller size they
+   can run on; (c) *time-slice* the waiting job itself: start it on the largest feasible count
+   below its request that fits (fewer workers than logical ranks, which the SDK supports), if its
+   projected attainment there still meets its target; (d) *preempt* jobs of a strictly lower tier.
+   Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier, the
+   largest surplus (furthest above its SLA) first; (iii) the latest arrival; (iv) job id.
+4. A premium or standard victim is touched only if its slack stays positive after the action: a
+   shrink costs it restart_s plus the slower rate on its remaining work; a preemption costs it
+   restart_s plus ``min_hold_s`` (the shortest it will be away). Hysteresis: a job this policy
+   changed within ``min_hold_s`` is not shrunk, preempted, migrated or grown again.
+5. Defragmentation: when the free GPUs would fit the waiting job but not its workers' shape, one
+   running job (victim order, rule 3) on the most nearly fitting node is migrated to other nodes.
+6. Gain versus cost: a reclaim or migration is committed only if the waiting job's gain
+   (its GPUs x its remaining ideal time, GPU-seconds started now) exceeds the cost (restart_s x
+   the GPUs of every job it stops or restarts), or the waiting job's slack is under ``urgent_s``;
+   otherwise the staged victims are discarded as a unit and the job waits.
+7. No idle GPU: GPUs still free go to running elastic jobs, served in rule 2's order, each grown
+   to the largest feasible count that fits, if the time it saves on its remaining work exceeds
+   ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
+Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
+pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.job import Tier
+from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
+from stint.placement.packing import give, in_order, place, take
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
+from stint.policies.registry import register
+
+RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the rules read of one job at one pass."""
+
+    st: JobStatus
+    rank: int
+    target: float | None
+    rate_req: float  # work units/s at the requested size
+    remaining_s: float  # remaining ideal time at the requested size
+    slack_s: float
+    surplus: float
+    late: bool = False  # it cannot meet its target even at its largest size from now
+
+    @property
+    def job_id(self) -> str:
+        return self.st.job_id
+
+    def serve_key(self) -> tuple[int, bool, float, float, str]:
+        """Rules 2 and 7: higher tier, can still meet its target, less slack, earlier arrival,
+        job id."""
+        late = self.late
+        return (-self.rank, late, 0.0 if late else self.slack_s, self.st.spec.arrival_s, self.job_id)
+
+    def victim_key(self) -> tuple[int, float, float, str]:
+        """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
+        return (self.rank, -self.surplus, -self.st.spec.arrival_s, self.job_id)
+
+
+@dataclass(slots=True)
+class Staging:
+    """Tentative changes for one waiting job: committed or discarded as a unit (rule 6)."""
+
+    free: list[int]
+    changes: dict[str, Allocation]
+    reasons: dict[str, str]
+    victims: dict[str, int] = field(default_factory=dict)  # job id -> GPUs it held before
+
+    @property
+    def cost_gpus(self) -> int:
+        """GPUs of every job the staging stops or restarts (rule 6's cost, in restarts)."""
+        return sum(self.victims.values())
+
+
+@dataclass(slots=True)
+class Victims:
+    """One pass's running jobs in victim order (rule 3), those grown above their request, and
+    per tier the smallest request that reclaiming could not serve (later ones of the tier skip it)."""
+
+    running: list[Facts]
+    grown: list[Facts]
+    ranks: list[int]
+    blocked: dict[int, float] = field(default_factory=dict)
+
+    @staticmethod
+    def of(facts: Iterable[Facts]) -> Victims:
+        running = sorted((f for f in facts if f.st.allocation), key=Facts.victim_key)
+        grown = [f for f in running if f.st.allocation.num_workers > f.st.spec.requested_workers]
+        return Victims(running, grown, [f.rank for f in running])
+
+    def below(self, rank: int) -> int:
+        """How many of ``running`` (lowest tier first) are of a tier below ``rank``."""
+        return bisect_left(self.ranks, rank)
+
+
+@register("singularity")
+class Singularity(PolicyBase):
+    """SLA tiers, no idle GPU, shrink / time-slice / preempt by tier (see the module docstring)."""
+
+    name = "singularity"
+    lazy_progress = True  # reads progress only through work_done_at(now)
+
+    def __init__(self, restart_s: float = 30.0, min_hold_s: float = 300.0, premium: float = 0.95,
+                 standard: float = 0.70, basic: float | None = None,
+                 allowance_s: float = STARTUP_ALLOWANCE_S, urgent_s: float = 600.0,
+                 grow_margin: float = 2.0, tick_s: float = 60.0, max_reclaims: int = 64) -> None:
+        for key, v in (("restart_s", restart_s), ("min_hold_s", min_hold_s), ("allowance_s", allowance_s),
+                       ("urgent_s", urgent_s), ("grow_margin", grow_margin)):
+            if v < 0:
+                raise ValueError(f"singularity: {key} must be >= 0 (got {v})")
+        if tick_s <= 0 or max_reclaims < 0:
+            raise ValueError(f"singularity: tick_s must be > 0 and max_reclaims >= 0 (got {tick_s}, {max_reclaims})")
+        self.sla = SlaTargets(premium, standard, basic)
+        self.restart_s, self.min_hold_s, self.allowance_s = restart_s, min_hold_s, allowance_s
+        self.urgent_s, self.grow_margin, self.max_reclaims = urgent_s, grow_margin, max_reclaims
+        self.tick_s: float | None = tick_s
+        self._moved: dict[str, float] = {}  # job id -> when this policy last changed it while it ran
+        self._history: int | None = None
+        self._rates: dict[tuple[object, ...], float] = {}
+        self._due: float | None = None
+        self._req_rate: dict[str, tuple[float, float]] = {}  # job id -> rates at requested, largest size
+
+    def next_due(self) -> float | None:
+        """When a tick could change the plan (``_next_due``); None: only events can."""
+        return self._due
+
+    def _next_due(self, view: ClusterView, facts: Mapping[str, Facts], plan: Plan, free: list[int]) -> float | None:
+        """Time alone changes a decision only when a hold expires (rule 4) or a waiting job's
+        slack falls under ``urgent_s`` (rule 6), and only while a job waits or GPUs are idle."""
+        waiting = [f for f in facts.values() if not f.st.allocation and f.job_id not in plan.allocations
+                   and f.job_id not in plan.reject]
+        if not waiting and sum(free) <= 0:
+            return None
+        times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
+        times += [view.now + f.slack_s - self.urgent_s for f in waiting
+                  if math.isfinite(f.slack_s) and f.slack_s > self.urgent_s]
+        return min(times, default=None)
+
+    # ------------------------------------------------------------------------------ the pass
+    def plan(self, view: ClusterView) -> Plan:
+        if view.history is None or view.history != self._history:  # another run's jobs
+            self._history, self._moved, self._req_rate = view.history, {}, {}
+        facts = {st.job_id: self._facts(view, st) for st in view.jobs}
+        plan = Plan()
+        free = list(view.free_gpus)
+        total = view.cluster.total_gpus
+        pool = Victims.of(facts.values())
+        reclaims, left = 0, sum(free)
+        for w in sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key):
+            spec = w.st.spec
+            smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
+            if smallest > total:  # rule 1
+                plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
+                continue
+            if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(w.rank, math.inf)):
+                continue  # nothing free for it and reclaiming could not serve a job as small
+            staged = self._admit(view, w, free, pool, plan)
+            reclaims += staged.cost_gpus > 0
+            if w.job_id in staged.changes:  # commit
+                free[:] = staged.free
+                left = sum(free)
+                plan.allocations.update(staged.changes)
+                plan.explain.update(staged.reasons)
+        self._grow(view, facts, free, plan)
+        for jid in plan.allocations:
+            if facts[jid].st.allocation:
+                self._moved[jid] = view.now
+        for jid in view.changed:
+            if jid not in facts:
+                self._moved.pop(jid, None)
+                self._req_rate.pop(jid, None)
+        self._due = self._next_due(view, facts, plan, free)
+        return plan
+
+    # ------------------------------------------------------------------------------ rules 2-6
+    def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
+        spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
+        s = Staging(list(free), {}, {})
+        n = spec.requested_workers
+        got = place(s.free, n, gpw)
+        if got is not None:
+            return self._start(s, w, got, f"started on {n} workers")
+        if n * gpw >= pool.blocked.get(w.rank, math.inf):  # a smaller job of its tier found too little
+            self._time_slice(view, w, s)
+            return s
+        lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
+        if sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
+            return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
+        steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
+                 ("shrink", lower), ("time-slice", []), ("preempt", lower))
+        for step, victims in steps:
+            if step == "time-slice" and self._time_slice(view, w, s):
+                break
+            for v in victims:
+                if self._reclaim(view, step, w, v, s):
+                    got = place(s.free, n, gpw)
+                    if got is not None:
+                        self._start(s, w, got, f"started on {n} workers")
+                        break
+            if w.job_id in s.changes:
+                break
+        if w.job_id not in s.changes:
+            pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
+        if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
+            return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
+        return s
+
+    def _start(self, s: Staging, w: Facts, got: dict[int, int], why: str) -> Staging:
+        take(s.free, got, w.st.spec.gpus_per_worker)
+        s.changes[w.job_id] = Allocation.of(got)
+        s.reasons[w.job_id] = why
+        return s
+
+    def _reclaim(self, view: ClusterView, step: str, w: Facts, v: Facts, s: Staging) -> bool:
+        """Rule 3 (a), (b), (d) on victim ``v``; True if it staged a change."""
+        spec, have = v.st.spec, s.changes.get(v.job_id, v.st.allocation)
+        n = have.num_workers
+        if step == "give back":
+            to = spec.largest_feasible(spec.requested_workers)
+            if n <= spec.requested_workers or to <= 0:
+                return False
+        else:
+            if v.rank >= w.rank or self._held(v, view.now):
+                return False
+            if step == "shrink":
+                short = w.st.spec.requested_workers * w.st.spec.gpus_per_worker - sum(s.free)
+                to = spec.largest_feasible(n - max(1, math.ceil(short / spec.gpus_per_worker)))
+                if to <= 0 or to >= n:
+                    return False
+            else:
+                to = 0
+        new = _without(have, n - to)
+        if not self._touchable(view, v, new):
+            return False
+        give(s.free, have, spec.gpus_per_worker)
+        take(s.free, new, spec.gpus_per_worker)
+        s.changes[v.job_id] = new
+        s.victims[v.job_id] = v.st.held_gpus
+        verb = {"give back": "gave back GPUs", "shrink": f"shrunk to {to} workers", "preempt": "preempted"}[step]
+        s.reasons[v.job_id] = f"{verb} for {w.st.spec.tier} job {w.job_id}"
+        return True
+
+    def _time_slice(self, view: ClusterView, w: Facts, s: Staging) -> bool:
+        """Rule 3 (c): the largest feasible count below the request that fits and meets the target."""
+        spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
+        for c in reversed([c for c in spec.feasible_counts() if c < spec.requested_workers]):
+            got = place(s.free, c, gpw)
+            if got is None:
+                continue
+            rate = self._rate(view, w.st, Allocation.of(got))
+            if w.target is None or self._projected(view, w, rate) >= w.target:
+                self._start(s, w, got, f"started time-sliced on {c} of {spec.requested_workers} workers")
+                return True
+            return False
+        return False
+
+    def _defragment(self, view: ClusterView, w: Facts, s: Staging, candidates: list[Facts]) -> bool:
+        """Rule 5: migrate one running job off a node so that the waiting job fits."""
+        spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
+        nodes = sorted(range(len(s.free)), key=lambda i: (-s.free[i], i))
+        for v in candidates:
+            if self._held(v, view.now) or not self._touchable(view, v, v.st.allocation):
+                continue
+            vg = v.st.spec.gpus_per_worker
+            for node in nodes:
+                here = dict(v.st.allocation.workers).get(node, 0)
+                if not here:
+                    continue
+                moved = in_order(s.free, here, vg, [i for i in nodes if i != node])
+                if moved is None:
+                    continue
+                after = list(s.free)
+                after[node] += here * vg
+                take(after, moved, vg)
+                got = place(after, spec.requested_workers, gpw)
+                if got is None:
+                    continue
+                counts = dict(v.st.allocation.workers)
+                del counts[node]
+                for i, k in moved.items():
+                    counts[i] = counts.get(i, 0) + k
+                s.free[:] = after
+                s.changes[v.job_id] = Allocation.of(counts)
+                s.reasons[v.job_id] = f"migrated to let {spec.tier} job {w.job_id} start"
+                s.victims[v.job_id] = v.st.held_gpus
+                self._start(s, w, got, f"started on {spec.requested_workers} workers after a migration")
+                return True
+        return False
+
+    def _worth(self, w: Facts, workers: int, s: Staging) -> bool:
+        """Rule 6: gain (GPU-seconds started now) exceeds cost, or the job is urgent."""
+        gain = workers * w.st.spec.gpus_per_worker * w.remaining_s
+        return s.cost_gpus == 0 or gain > self.restart_s * s.cost_gpus or w.slack_s < self.urgent_s
+
+    # ------------------------------------------------------------------------------ rule 7
+    def _grow(self, view: ClusterView, facts: Mapping[str, Facts], free: list[int], plan: Plan) -> None:
+        def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
+            return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
+
+        for f in sorted((f for f in facts.values() if (f.job_id not in plan.allocations) == bool(f.st.allocation)
+                         and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
+            if sum(free) <= 0:
+                return
+            if self._held(f, view.now):
+                continue
+            spec, have = f.st.spec, now_holds(f)
+            n, gpw = have.num_workers, spec.gpus_per_worker
+            left = f.st.spec.work - f.st.work_done_at(view.now)
+            slow = left / max(self._rate(view, f.st, have), 1e-12)
+            order = sorted(range(len(free)), key=lambda i: (i not in dict(have.workers), -free[i], i))
+            for m in reversed([c for c in spec.feasible_counts() if c > n]):
+                added = in_order(free, m - n, gpw, order)
+                if added is None:
+                    continue
+                new = _plus(have, added)
+                saved = slow - left / max(self._rate(view, f.st, new), 1e-12)
+                if saved > self.grow_margin * self.restart_s:
+                    take(free, added, gpw)
+                    plan.allocations[f.job_id] = new
+                    plan.explain[f.job_id] = (f"grown to {m} workers into idle GPUs" if f.st.allocation
+                                              else f"started on {m} workers ({n} requested) into idle GPUs")
+                break
+
+    # ------------------------------------------------------------------------------ quantities
+    def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
+        spec = st.spec
+        target = self.sla.of(spec.tier)
+        rates = self._req_rate.get(st.job_id)
+        if rates is None:
+            per_node = _per_node(view, spec.gpus_per_worker)
+            rates = self._req_rate[st.job_id] = (
+                view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
+                view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
+        rate, top = rates
+        remaining = (spec.work - st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        ideal = spec.work / rate if rate > 0 else math.inf
+        proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
+        slack, late = math.inf, False
+        if target is not None:
+            due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
+            slack = due - remaining
+            late = top <= 0 or due < (spec.work - st.work_done_at(view.now)) / top  # even at its largest size
+        return Facts(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
+        spec = f.st.spec
+        ideal = spec.work / f.rate_req if f.rate_req > 0 else math.inf
+        left = (spec.work - f.st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
+
+    def _touchable(self, view: ClusterView, v: Facts, new: Allocation) -> bool:
+        """Rule 4: a tiered victim keeps positive slack after the change."""
+        if v.target is None:
+            return True
+        if not new:
+            return v.slack_s - self.restart_s - self.min_hold_s > 0
+        rate = self._rate(view, v.st, new)
+        if rate <= 0:
+            return False
+        delay = self.restart_s + max(0.0, v.remaining_s * (v.rate_req / rate - 1.0))
+        return v.slack_s - delay > 0
+
+    def _held(self, f: Facts, now: float) -> bool:
+        return now - self._moved.get(f.job_id, -math.inf) < self.min_hold_s
+
+    def _rate(self, view: ClusterView, st: JobStatus, alloc: Allocation) -> float:
+        spec = st.spec
+        key = (spec.application, spec.batch_size, spec.work, spec.requested_workers, spec.min_workers,
+               spec.max_workers, spec.worker_demand, alloc)
+        got = self._rates.get(key)
+        if got is None:
+            if len(self._rates) > 100_000:
+                self._rates.clear()
+            got = self._rates[key] = view.perf.rate(spec, alloc)
+        return got
+
+
+def _per_node(view: ClusterView, gpw: int) -> int:
+    return max(max((int(n.capacity.gpu) for n in view.cluster.nodes), default=1) // max(gpw, 1), 1)
+
+
+def _packed_alloc(n: int, per_node: int) -> Allocation:
+    full, rest = divmod(n, per_node)
+    nodes = dict.fromkeys(range(full), per_node)
+    if rest:
+        nodes[full] = rest
+    return Allocation.of(nodes)
+
+
+def _without(alloc: Allocation, drop: int) -> Allocation:
+    """``alloc`` less ``drop`` workers, from the nodes holding fewest first."""
+    if drop <= 0:
+        return alloc
+    counts = dict(alloc.workers)
+    for node in sorted(counts, key=lambda i: (counts[i], i)):
+        k = min(drop, counts[node])
+        counts[node] -= k
+        drop -= k
+        if not drop:
+            break
+    return Allocation.of(counts) if any(counts.values()) else EMPTY
+
+
+def _plus(alloc: Allocation, added: Mapping[int, int]) -> Allocation:
+    counts = dict(alloc.workers)
+    for node, k in added.items():
+        counts[node] = counts.get(node, 0) + k
+    return Allocation.of(counts)

@@ -1,0 +1,146 @@
+"""Singularity's rules on tiny traces, hand-computed (STYLE principle 10).
+
+One node of 4 GPUs; the scaling model runs a job at 1 work unit/s on its requested size (linear
+scaling elsewhere), so work is seconds at the requested size. Mechanism costs are free so that
+times are exact; the policy still charges its own ``restart_s`` (30 s) in its decisions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stint.model import Cluster, JobSpec, Plan
+from stint.model.job import Tier, divisor_counts
+from stint.model.sla import SlaTargets, attainment
+from stint.perf.scaling import ScalingModel
+from stint.policies import make
+from stint.policies.base import ClusterView, PolicyBase
+from stint.sim.costs import CostModel
+from stint.sim.engine import Simulator
+from stint.sim.metrics import JobRecord, tier_summary
+from stint.sim.traces import TierMix
+
+
+def job(jid: str, arrival: float, gpus: int, seconds: float, tier: Tier,
+        lo: int | None = None, hi: int | None = None) -> JobSpec:
+    lo, hi = lo or gpus, hi or gpus
+    return JobSpec(jid, arrival, seconds, gpus, lo, hi, tier=tier,
+                   worker_counts=divisor_counts(hi, lo, hi) if hi > lo else ())
+
+
+class Recorder(PolicyBase):
+    """Wraps a policy; keeps every non-empty explanation it gave."""
+
+    def __init__(self, inner: PolicyBase) -> None:
+        self.inner, self.name, self.tick_s, self.lazy_progress = inner, inner.name, inner.tick_s, True
+        self.explained: list[tuple[float, str, str]] = []
+
+    def next_due(self) -> float | None:
+        return self.inner.next_due()
+
+    def plan(self, view: ClusterView) -> Plan:
+        plan = self.inner.plan(view)
+        self.explained += [(view.now, j, why) for j, why in sorted(plan.explain.items())]
+        return plan
+
+
+def run(jobs: list[JobSpec], **opts: float) -> tuple[dict[str, JobRecord], Recorder]:
+    pol = Recorder(make("singularity", **opts))  # type: ignore[arg-type]
+    res = Simulator(Cluster.uniform(1, 4), jobs, pol, ScalingModel(), CostModel.free()).run()
+    return {r.job_id: r for r in res.records}, pol
+
+
+def test_premium_preempts_a_rigid_basic_job() -> None:
+    # B (basic, 4 GPUs, 1000 s) fills the node at 0. P (premium, 2 GPUs, 100 s) arrives at 10:
+    # nothing free; B cannot shrink (rigid), so it is preempted (gain 2 x 100 GPU-s > cost
+    # 30 s x 4 GPUs). P runs 10-110 (JCT 100, attainment 1). B resumes at 110 with 990 s left:
+    # it ends at 1100.
+    r, pol = run([job("B", 0, 4, 1000, Tier.BASIC), job("P", 10, 2, 100, Tier.PREMIUM)])
+    assert (r["P"].jct_s, r["B"].finish_s, r["B"].preemptions) == (100, 1100, 1)
+    assert r["P"].attainment == 1.0
+    assert (10.0, "B", "preempted for premium job P") in pol.explained
+
+
+def test_premium_shrinks_an_elastic_basic_job_before_preempting() -> None:
+    # B (basic) runs on 4 (counts 1, 2, 4). P (premium, 2 GPUs) at 10: rule 3(b) shrinks B just
+    # enough, to 2 workers, rather than preempting it. B is not preempted.
+    r, pol = run([job("B", 0, 4, 1000, Tier.BASIC, lo=1, hi=4), job("P", 10, 2, 100, Tier.PREMIUM)])
+    assert r["B"].preemptions == 0 and r["B"].resizes >= 1
+    assert r["P"].jct_s == 100
+    assert (10.0, "B", "shrunk to 2 workers for premium job P") in pol.explained
+
+
+def test_a_standard_job_without_slack_is_not_touched() -> None:
+    # S (standard, 4 GPUs, 100 s) at 0: latest finish meeting 0.70 is 60 + 100 / 0.7 = 202.9 s.
+    # At 10 its slack is 202.9 - (10 + 30 + 90) = 72.9 s, less than the 330 s a preemption costs
+    # it (restart 30 s + min_hold 300 s): P (premium) waits until S ends at 100.
+    r, _ = run([job("S", 0, 4, 100, Tier.STANDARD), job("P", 10, 2, 100, Tier.PREMIUM)])
+    assert r["S"].preemptions == 0 and r["S"].jct_s == 100
+    assert r["P"].first_start_s == 100
+
+
+def test_a_basic_job_does_not_preempt_another_basic_job() -> None:
+    # Same tier: no preemption (rule 3 takes only strictly lower tiers), so no thrash.
+    r, _ = run([job("A", 0, 4, 100, Tier.BASIC), job("B", 10, 2, 10, Tier.BASIC)])
+    assert r["A"].preemptions == 0 and r["B"].first_start_s == 100
+
+
+def test_an_elastic_job_starts_on_idle_gpus_up_to_its_maximum() -> None:
+    # E requests 2 of max 4 (counts 1, 2, 4), alone: rule 7 gives it all 4 (saves 1000 - 500 s
+    # > 2 x 30 s), so its 1000 s of work at 2 workers take 500 s.
+    r, pol = run([job("E", 0, 2, 1000, Tier.BASIC, lo=1, hi=4)])
+    assert r["E"].jct_s == 500
+    assert (0.0, "E", "started on 4 workers (2 requested) into idle GPUs") in pol.explained
+
+
+def test_it_gives_back_grown_gpus_first() -> None:
+    # E (premium) grows into all 4 GPUs at 0. A basic job B (2 GPUs) at 10: rule 3(a) returns E
+    # to its requested 2 workers, although E outranks B; nobody is preempted.
+    r, pol = run([job("E", 0, 2, 1000, Tier.PREMIUM, lo=1, hi=4), job("B", 10, 2, 100, Tier.BASIC)])
+    assert r["E"].preemptions == 0 and r["B"].first_start_s == 10
+    assert (10.0, "E", "gave back GPUs for basic job B") in pol.explained
+
+
+def test_attainment_charges_nothing_within_the_allowance() -> None:
+    assert attainment(100, 160) == 1.0  # 160 - 60 = 100
+    assert attainment(100, 260) == 0.5  # 100 / (260 - 60)
+    assert attainment(100, 0) == 1.0
+    with pytest.raises(ValueError, match="must be >= 0"):
+        attainment(-1, 10)
+
+
+def test_tier_summary_counts_targets_per_tier() -> None:
+    def rec(jid: str, tier: str, jct: float, rejected: str = "") -> JobRecord:
+        return JobRecord(jid, 0, 0, jct, 1, 1, 1, 1, 0, 0, 0, 0, rejected, 100, tier=tier, sla_ideal_s=100)
+
+    # premium: 160 s (attainment 1) and 200 s (100 / 140 = 0.714 < 0.95): half meet the target.
+    got = tier_summary([rec("a", "premium", 160), rec("b", "premium", 200), rec("c", "basic", 0, "no")],
+                       SlaTargets())
+    assert got["premium"]["sla_met_fraction"] == 0.5
+    assert got["premium"]["mean_attainment"] == pytest.approx((1 + 100 / 140) / 2)
+    assert got["basic"] == {**got["basic"], "completed": 0, "sla_met_fraction": 0.0, "mean_attainment": 0.0}
+    assert "standard" not in got
+
+
+def test_tier_mix_parses_and_names_bad_input() -> None:
+    mix = TierMix.parse("premium=0.1,standard=0.3,basic=0.6")
+    assert (mix.draw(0.05), mix.draw(0.35), mix.draw(0.5)) == (Tier.PREMIUM, Tier.STANDARD, Tier.BASIC)
+    with pytest.raises(ValueError, match="sum to 1"):
+        TierMix.parse("premium=0.5,basic=0.6")
+    with pytest.raises(ValueError, match="gold"):
+        TierMix.parse("gold=1")
+
+
+def test_mechanism_gpu_hours_count_the_modelled_delays() -> None:
+    # Default costs: start 0 s, resume 30 s. B (4 GPUs) is preempted for P at 10 and resumes on
+    # 4 GPUs when P ends: 30 s x 4 GPUs = 120 GPU-s held without progress; P's start is free.
+    jobs = [job("B", 0, 4, 1000, Tier.BASIC), job("P", 10, 2, 100, Tier.PREMIUM)]
+    res = Simulator(Cluster.uniform(1, 4), jobs, make("singularity"), ScalingModel(), CostModel()).run()
+    assert res.summary()["mechanism_gpu_hours"] == pytest.approx(120 / 3600)
+
+
+def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
+    # Rule 1: 8 GPUs at its smallest on a 4-GPU cluster; the other job is admitted and runs.
+    r, _ = run([job("X", 0, 8, 10, Tier.PREMIUM), job("Y", 0, 4, 10, Tier.BASIC)])
+    assert r["X"].rejected == "needs 8 GPUs at its smallest; the cluster has 4"
+    assert r["Y"].completed and r["Y"].jct_s == 10
