@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.placement.free_index import ScratchFree
 from stint.placement.packing import give, place, take
 from stint.policies.base import ClusterView, JobStatus, Phase
 
@@ -98,8 +99,13 @@ def fill(
        preempt the worst running job cannot be followed by one that can), as key orders are.
     """
     by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
-    free = list(view.free_gpus)
-    free_total = sum(free)
+    free: list[int] | ScratchFree
+    if view.free_index is not None:  # copy on write over the ledger's index: no scan of nodes
+        free = ScratchFree(view.free_gpus, view.free_index)
+        free_total = free.total
+    else:
+        free = list(view.free_gpus)
+        free_total = sum(free)
     cluster_total = _total_gpus(view)
     plan = Plan()
     worst = len(index.running)  # running[worst:] are committed victims
