@@ -16,6 +16,7 @@ Fields the trace lacks (utility, tier) follow the same seeded rule as every trac
 from __future__ import annotations
 
 import random
+from functools import cache
 
 import numpy as np
 
@@ -34,11 +35,10 @@ def philly_shaped(
     if n <= 0 or gpus <= 0 or load_factor <= 0 or reference_gpus <= 0:
         raise TraceError(f"philly-shaped: jobs, GPUs and load must be positive (got n={n}, "
                          f"gpus={gpus}, load={load_factor:g}, reference_gpus={reference_gpus})")
-    src = load("philly").jobs
-    arrivals = np.array([s.arrival_s for s in src])
+    src, source_gaps = _source()
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, len(src), size=n)
-    gaps = rng.choice(np.diff(arrivals), size=n - 1) * (reference_gpus / gpus) / load_factor
+    gaps = rng.choice(source_gaps, size=n - 1) * (reference_gpus / gpus) / load_factor
     times = np.concatenate(([0.0], np.cumsum(gaps))).tolist()
     fields = random.Random(seed)  # the seeded rule of every trace, drawn in arrival order
     jobs = []
@@ -52,6 +52,13 @@ def philly_shaped(
                             tier=tier, vc=s.vc, user=s.user, duration_s=s.duration_s))
     name = f"philly-shaped:{n}" + (f":{gpus}" if gpus != reference_gpus else "")
     return Trace(name, jobs, ScalingModel(), "generated from philly", "philly", "recorded-duration")
+
+
+@cache
+def _source() -> tuple[list[JobSpec], np.ndarray]:
+    """The shipped Philly trace's jobs and inter-arrival gaps (read once per process)."""
+    jobs = load("philly").jobs
+    return jobs, np.diff(np.array([j.arrival_s for j in jobs]))
 
 
 def parse(spec: str) -> tuple[int, int]:
