@@ -81,8 +81,8 @@ def load(
     if spec.startswith("philly-shaped:"):
         from stint.sim import generate
 
-        n, gpus = generate.parse(spec)
-        trace = generate.philly_shaped(n, gpus, seed=seed, elastic=elastic)
+        jobs_n, gpus = generate.parse(spec)
+        trace = generate.philly_shaped(jobs_n, gpus, seed=seed, elastic=elastic)
         kept = [j for j in trace.jobs if _keep(j.arrival_s, j.vc, filters)][: filters.limit]
         return replace(trace, jobs=kept)
     if spec == "philly":
