@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ class _Counting:
         self.ran: list[Cell] = []
         self.stop_after = stop_after
 
-    def __call__(self, cells: Sequence[Cell]) -> Iterator[tuple[Cell, dict[str, Any]]]:
+    def __call__(self, cells: Sequence[Cell]) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
         for cell, row in in_process(CFG)(cells):
             if self.stop_after is not None and len(self.ran) == self.stop_after:
                 raise KeyboardInterrupt

@@ -183,6 +183,11 @@ def sweep(
     except (TraceError, UnknownPolicyError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        done = len(cfg.cells()) - len(sw.pending(cfg, out))
+        err.print(f"interrupted: {done} of {len(cfg.cells())} cells recorded in {out}/cells; "
+                  "run the same command again to resume")
+        raise typer.Exit(130) from None
     summary = sw.aggregate(rows)
     Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(summary))
     if plots:

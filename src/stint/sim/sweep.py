@@ -26,7 +26,8 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def record(out: Path, cell: Cell, row: dict[str, Any]) -> None:
     os.replace(tmp, cells / f"{cell.key}.json")
 
 
-Runner = Callable[[Sequence[Cell]], Iterator[tuple[Cell, dict[str, Any]]]]
+Runner = Callable[[Sequence[Cell]], Generator[tuple[Cell, dict[str, Any]], None, None]]
 
 
 def run_sweep(cfg: SweepConfig, out: Path, runner: Runner,
@@ -126,11 +127,12 @@ def run_sweep(cfg: SweepConfig, out: Path, runner: Runner,
     total, done = len(cfg.cells()), len(cfg.cells()) - len(todo)
     if progress:
         progress(done, total)
-    for cell, row in runner(todo):
-        record(out, cell, row)
-        done += 1
-        if progress:
-            progress(done, total)
+    with closing(runner(todo)) as results:  # a failure here still stops the runner's Ray
+        for cell, row in results:
+            record(out, cell, row)
+            done += 1
+            if progress:
+                progress(done, total)
     rows = [json.loads((out / "cells" / f"{c.key}.json").read_text()) for c in cfg.cells()]
     write_tables(out, rows)
     return rows
@@ -138,7 +140,7 @@ def run_sweep(cfg: SweepConfig, out: Path, runner: Runner,
 
 def in_process(cfg: SweepConfig) -> Runner:
     """Run cells one after another here (``--workers 1``)."""
-    def run(cells: Sequence[Cell]) -> Iterator[tuple[Cell, dict[str, Any]]]:
+    def run(cells: Sequence[Cell]) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
         for c in cells:
             yield c, run_cell(c, cfg.filters, cfg.policy_options)
     return run
@@ -147,7 +149,7 @@ def in_process(cfg: SweepConfig) -> Runner:
 def on_ray(cfg: SweepConfig, address: str | None, workers: int) -> Runner:
     """Run cells as Ray tasks, yielding each as it finishes: on the cluster at ``address``, or
     on a local Ray of ``workers`` CPUs on 127.0.0.1 (started here, stopped at the end)."""
-    def run(cells: Sequence[Cell]) -> Iterator[tuple[Cell, dict[str, Any]]]:
+    def run(cells: Sequence[Cell]) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
         if not cells:
             return
         from stint.runtime.executor.raycluster import LOOPBACK_ENV
