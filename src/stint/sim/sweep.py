@@ -148,7 +148,9 @@ def in_process(cfg: SweepConfig) -> Runner:
 
 def on_ray(cfg: SweepConfig, address: str | None, workers: int) -> Runner:
     """Run cells as Ray tasks, yielding each as it finishes: on the cluster at ``address``, or
-    on a local Ray of ``workers`` CPUs on 127.0.0.1 (started here, stopped at the end)."""
+    on a local Ray of ``workers`` CPUs on 127.0.0.1 (started here, stopped at the end). A
+    process already connected to Ray (as the Ray executor's driver may be) uses that connection
+    and keeps it."""
     def run(cells: Sequence[Cell]) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
         if not cells:
             return
@@ -157,9 +159,10 @@ def on_ray(cfg: SweepConfig, address: str | None, workers: int) -> Runner:
         os.environ.update(LOOPBACK_ENV)  # before Ray is imported: keep every server on loopback
         import ray
 
-        if address:
+        owns = not ray.is_initialized()  # a process already connected keeps its connection
+        if owns and address:
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-        else:
+        elif owns:
             ray.init(num_cpus=workers, num_gpus=0, include_dashboard=False, logging_level=logging.ERROR,
                      log_to_driver=False, _node_ip_address="127.0.0.1",
                      object_store_memory=80 * 1024 * 1024)
@@ -171,7 +174,8 @@ def on_ray(cfg: SweepConfig, address: str | None, workers: int) -> Runner:
                 for ref in ready:
                     yield running.pop(ref), ray.get(ref)
         finally:
-            ray.shutdown()
+            if owns:
+                ray.shutdown()
     return run
 
 
