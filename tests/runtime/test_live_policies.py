@@ -131,7 +131,7 @@ def test_singularity_shrinks_a_basic_sdk_job_for_a_premium_one(tmp_path: Path) -
         basic = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--max-gpus", "2",
                               "--logical-ranks", "2", "--tier", "basic", "--", sys.executable, MLP,
                               "--steps", str(steps), "--sleep", "0.2", "--log-every", "5"))
-        log_path = serve.data_dir / "jobs" / str(basic) / "log.txt"
+        log_path = serve.jobs_dir / str(basic) / "log.txt"
         wait_for(lambda: log_path.exists() and "step 5 digest" in log_path.read_text(), 120,
                  "training")
         premium = int(serve.cli("submit", "--gpus", "1", "--tier", "premium", "--",

@@ -5,7 +5,9 @@ order of ``RESOURCE_NAMES``) and whether the node is down. ``take`` and ``give``
 a job's ``Allocation`` (its workers' and parameter servers' demand); ``shortfall`` says, without
 changing anything, why an allocation would not fit. The simulator, the live controller and the
 slot evaluator of the OASiS figures all keep their capacity here, and policies read it through
-``ClusterView.free_gpus`` / ``free_resources`` (the ledger's own lists, read-only to them).
+``ClusterView.free_gpus`` / ``free_resources`` (the ledger's own lists, read-only to them) and
+``free_index`` (``by_free``: nodes bucketed by free GPUs, updated with every change, so that
+placement costs do not grow with the number of nodes).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from stint.model.allocation import Allocation
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.resources import RESOURCE_NAMES
+from stint.placement.free_index import FreeIndex
 
 _EPS = 1e-9
 
@@ -52,6 +55,8 @@ class Ledger:
         self.capacity = [list(n.capacity.as_tuple()) for n in cluster.nodes]
         self.free = [list(c) for c in self.capacity]
         self.free_gpus = [int(c[0]) for c in self.capacity]
+        # Nodes bucketed by free GPUs, kept with ``free_gpus`` (placement without a scan).
+        self.by_free = FreeIndex(self.free_gpus, max(self.free_gpus, default=0))
         self.down: set[int] = set()
         self.used_gpus = 0  # GPUs held by allocations, over all nodes
 
@@ -60,6 +65,7 @@ class Ledger:
         other.cluster, other.capacity = self.cluster, self.capacity
         other.free = [list(f) for f in self.free]
         other.free_gpus = list(self.free_gpus)
+        other.by_free = self.by_free.copy()
         other.down = set(self.down)
         other.used_gpus = self.used_gpus
         return other
@@ -121,7 +127,10 @@ class Ledger:
                 self._refresh_gpus(node)
 
     def _refresh_gpus(self, node: int) -> None:
-        self.free_gpus[node] = int(self.free[node][0] + _EPS)
+        old, new = self.free_gpus[node], int(self.free[node][0] + _EPS)
+        if new != old:
+            self.free_gpus[node] = new
+            self.by_free.move(node, old, new)
 
 
 def _parts(spec: JobSpec, alloc: Allocation) -> list[tuple[tuple[tuple[int, int], ...], tuple[float, ...]]]:

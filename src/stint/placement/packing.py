@@ -15,6 +15,7 @@ import numpy as np
 
 from stint.model.allocation import EMPTY, Allocation
 from stint.model.job import JobSpec
+from stint.placement.free_index import ScratchFree
 
 Placement = dict[int, int]  # node index -> workers
 
@@ -24,8 +25,12 @@ def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) ->
 
     Best fit (the node with the least free capacity that still fits) keeps large holes for large
     jobs, as Tiresias' consolidation does. Returns None if the cluster cannot host the job.
+    On a ``ScratchFree`` the same nodes are found from the ledger's free index, without a scan.
     """
     need = workers * gpus_per_worker
+    if isinstance(free, ScratchFree) and gpus_per_worker >= 1 and need >= 1:
+        node = free.best_fit(need)
+        return {node: workers} if node >= 0 else free.emptiest(workers, gpus_per_worker)
     best, best_free = -1, 1 << 30
     for i, f in enumerate(free):
         if need <= f < best_free:
@@ -54,6 +59,8 @@ def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Place
 
 def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
     """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
+    if isinstance(free, ScratchFree) and gpus_per_worker >= 1:
+        return free.emptiest(workers, gpus_per_worker)
     return in_order(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
 
 

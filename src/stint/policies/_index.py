@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stint.model.allocation import EMPTY, Allocation, Plan, Wait, WaitCode
+from stint.placement.free_index import ScratchFree
 from stint.placement.packing import give, place, take
 from stint.policies.base import ClusterView, JobStatus, Phase
 
@@ -102,8 +103,13 @@ def fill(
        jobs after the one that ended the pass wait behind it (the first ``EXPLAIN_BEHIND``).
     """
     by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
-    free = list(view.free_gpus)
-    free_total = sum(free)
+    free: list[int] | ScratchFree
+    if view.free_index is not None:  # copy on write over the ledger's index: no scan of nodes
+        free = ScratchFree(view.free_gpus, view.free_index)
+        free_total = free.total
+    else:
+        free = list(view.free_gpus)
+        free_total = sum(free)
     cluster_total = _total_gpus(view)
     plan = Plan()
     worst = len(index.running)  # running[worst:] are committed victims

@@ -14,6 +14,7 @@ from typing import Protocol
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.placement.free_index import FreeIndex
 
 
 class Phase(StrEnum):
@@ -110,6 +111,8 @@ class ClusterView:
       Tiresias' queue-entry times). Same ``history``, same jobs, same past.
     ``free_gpus`` and ``free_resources`` (node i's free (gpu, cpu, mem_gb, net_gbps)) come from
     the mechanism's capacity ledger (``stint.placement.ledger``); a node that is down shows none.
+    ``free_index``, when set, is the ledger's index of nodes by free GPUs (consistent with
+    ``free_gpus``; read-only): placement on a ``ScratchFree`` over it needs no scan of the nodes.
     """
 
     now: float
@@ -124,6 +127,7 @@ class ClusterView:
     history: int | None = None
     down_nodes: frozenset[int] = frozenset()  # nodes that are down now (nothing may go there)
     explain: bool = False  # the mechanism wants ``Plan.waiting`` (why each waiting job waits)
+    free_index: FreeIndex | None = None
 
 
 class Policy(Protocol):

@@ -26,8 +26,9 @@ import numpy as np
 from stint.model.allocation import Allocation, Plan
 from stint.model.job import JobSpec
 from stint.perf.ps_model import ps_needed
+from stint.placement.free_index import ScratchFree
 from stint.placement.ledger import Ledger
-from stint.placement.packing import pack_vectors
+from stint.placement.packing import consolidated, pack_vectors, take
 from stint.policies.base import ClusterView, JobStatus, Phase, PolicyBase
 from stint.policies.registry import register
 
@@ -70,8 +71,8 @@ class Drf(PolicyBase):
         self._sync(view)
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         cap = _total(view)
-        free: np.ndarray | None = None  # copied on the first placement attempt
-        free_gpus = float(sum(view.free_gpus))
+        free = _Free(view)
+        free_gpus = float(view.free_index.total if view.free_index is not None else sum(view.free_gpus))
         usage = {e: list(u) for e, u in self._usage.items()}
         heap = [(_dominant(usage.get(e), cap), q[0][0], e) for e, q in self._queues.items() if q]
         heapq.heapify(heap)
@@ -85,9 +86,7 @@ class Drf(PolicyBase):
             d = demand(spec, spec.requested_workers)
             if d[0] > free_gpus:
                 continue  # rule 3, decided without looking at nodes
-            if free is None:
-                free = _free_vectors(view)
-            placed = _place(spec, free)  # rule 2
+            placed = free.place(spec)  # rule 2
             if placed is None:
                 continue  # rule 3
             plan.allocations[jid] = placed
@@ -155,6 +154,40 @@ def _total(view: ClusterView) -> Vec:
         t = np.sum([n.capacity.as_tuple() for n in view.cluster.nodes], axis=0)
         entry = _TOTALS[id(view.cluster)] = (view.cluster, (float(t[0]), float(t[1]), float(t[2]), float(t[3])))
     return entry[1]
+
+
+class _Free:
+    """A pass's free resources: while every job placed needs one whole GPU per worker and
+    nothing else, a ``ScratchFree`` over the ledger's index (``pack_vectors`` on such a demand
+    picks the nodes ``consolidated`` picks: best fit, else roomiest first, lowest index on ties);
+    from the first other job on, free vectors per node (built once, with the pass's placements
+    so far taken off)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.gpus = ScratchFree(view.free_gpus, view.free_index) if view.free_index is not None else None
+        self.vectors: np.ndarray | None = None
+        self.placed: list[tuple[JobSpec, Allocation]] = []
+
+    def place(self, spec: JobSpec) -> Allocation | None:
+        if self.gpus is not None and self.vectors is None and _one_gpu_only(spec):
+            got = consolidated(self.gpus, spec.requested_workers)
+            if got is None:
+                return None
+            take(self.gpus, got)
+            alloc = Allocation.of(got)
+            self.placed.append((spec, alloc))
+            return alloc
+        if self.vectors is None:
+            self.vectors = _free_vectors(self.view)
+            for done, alloc in self.placed:
+                for node, k in alloc.workers:
+                    self.vectors[node] -= k * np.array(done.worker_demand.as_tuple())
+        return _place(spec, self.vectors)
+
+
+def _one_gpu_only(spec: JobSpec) -> bool:
+    return spec.ps_demand is None and spec.worker_demand.as_tuple() == (1.0, 0.0, 0.0, 0.0)
 
 
 def _free_vectors(view: ClusterView) -> np.ndarray:

@@ -118,6 +118,8 @@ class Simulator:
         )
         self._latency = array("d")
         self._ideal_rate: dict[object, float] = {}
+        self._total_gpus = self.cluster.total_gpus  # computed once: the cluster never changes
+        self._node_gpus = int(max((c[0] for c in self._ledger.capacity), default=0))
         self._period_at: float | None = None
         self._stream = id(self)
 
@@ -286,6 +288,7 @@ class Simulator:
             history=self._stream,
             free_resources=self._ledger.free,
             down_nodes=frozenset(self._ledger.down),
+            free_index=self._ledger.by_free,
         )
         self._changed.clear()
         t0 = time.perf_counter()
@@ -408,11 +411,11 @@ class Simulator:
         fewest nodes; cached per shape of job, since the rate depends on the job only through it.
         """
         gpw = max(spec.gpus_per_worker, 1)
-        top = min(spec.max_workers, self.cluster.total_gpus // gpw)
+        top = min(spec.max_workers, self._total_gpus // gpw)
         key = (type(spec), spec.application, spec.batch_size, spec.requested_workers, spec.min_workers, top, spec.worker_demand)
         best = self._ideal_rate.get(key) if type(spec) is JobSpec else None
         if best is None:
-            per_node = max(int(max(c[0] for c in self._ledger.capacity)) // gpw, 1)
+            per_node = max(self._node_gpus // gpw, 1)
             best = 0.0
             for n in range(spec.min_workers, max(top, spec.min_workers) + 1):
                 full, rest = divmod(n, per_node)

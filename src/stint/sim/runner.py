@@ -86,17 +86,23 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
-    costs = cfg.cost_model(trace)
     results = {}
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
-        perf, batch = perf_for(trace, name, cfg.batch)
-        sim = Simulator(
-            cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
-            on_progress=cb, decision_period_s=cfg.decision_period_s,
-        )
-        results[name] = replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
+        results[name] = run_policy(cfg, trace, cluster, name, cb)
     return trace, cluster, results
+
+
+def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
+               on_progress: Callable[[int, int], None] | None = None) -> RunResult:
+    """One policy on a loaded trace, with the config's costs, batch mode and decision period."""
+    costs = cfg.cost_model(trace)
+    perf, batch = perf_for(trace, name, cfg.batch)
+    sim = Simulator(
+        cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
+        on_progress=on_progress, decision_period_s=cfg.decision_period_s,
+    )
+    return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
 
 
 def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:

@@ -115,10 +115,18 @@ def load(
     spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False,
     tiers: TierMix = TierMix(),
 ) -> Trace:
-    """Load ``philly``, ``pollux:N`` (N = 1..8) or a CSV path in either format (.csv or .csv.gz).
+    """Load ``philly``, ``pollux:N`` (N = 1..8), ``philly-shaped:N[:GPUS]`` (generated:
+    ``stint.sim.generate``) or a CSV path in either format (.csv or .csv.gz).
 
     Pollux-format jobs follow Pollux's job model (``pollux-progress``) when every application
     in the trace ships validation tables, else (or with ``samples=True``) the sample count."""
+    if spec.startswith("philly-shaped:"):
+        from stint.sim import generate
+
+        jobs_n, gpus = generate.parse(spec)
+        trace = generate.philly_shaped(jobs_n, gpus, seed=seed, elastic=elastic)
+        kept = [j for j in trace.jobs if _keep(j.arrival_s, j.vc, filters)][: filters.limit]
+        return replace(trace, jobs=kept)
     if spec == "philly":
         path, label = _data_path("philly.csv.gz"), "philly"
     elif spec.startswith("pollux:"):
@@ -144,7 +152,7 @@ def load(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
-    return Trace(label, _fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model)
+    return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model)
 
 
 def _data_path(name: str) -> Path:
@@ -291,6 +299,17 @@ def _pollux_job_model(jobs: list[JobSpec], samples: bool) -> tuple[list[JobSpec]
     return [replace(j, work=work(j.application, j.batch_size)) for j in jobs], ProfileModel(progress=True), "pollux-progress"
 
 
+def scale_load(trace: Trace, load: float) -> Trace:
+    """The trace at ``load`` times its arrival rate: every arrival time divided by ``load``
+    (as Pollux's simulator scales its workloads); ``load`` 1 returns it unchanged."""
+    if load <= 0:
+        raise TraceError(f"load must be positive (got {load:g})")
+    if load == 1.0:
+        return trace
+    jobs = [replace(j, arrival_s=j.arrival_s / load) for j in trace.jobs]
+    return replace(trace, name=f"{trace.name}@{load:g}x", jobs=jobs)
+
+
 def _keep(offset_s: float, vc: str, f: Filters) -> bool:
     if f.vc is not None and vc != f.vc:
         return False
@@ -299,18 +318,25 @@ def _keep(offset_s: float, vc: str, f: Filters) -> bool:
     return f.end_s is None or offset_s < f.end_s
 
 
-def _fill_missing(jobs: list[JobSpec], seed: int, elastic: bool, tiers: TierMix) -> list[JobSpec]:
+def fill_missing(jobs: list[JobSpec], seed: int, elastic: bool,
+                 tiers: TierMix | None = None) -> list[JobSpec]:
     rng = random.Random(seed)
     out = []
     for spec in jobs:
-        utility, priority = _utility(rng, spec.duration_s or 3600.0)
-        u = rng.random()
-        tier = tiers.draw(u)
+        utility, priority, tier = missing_fields(rng, spec.duration_s, tiers)
         lo, hi = spec.min_workers, spec.max_workers
         if elastic and lo == hi:
             lo, hi = max(1, spec.requested_workers // 2), 2 * spec.requested_workers
         out.append(replace(spec, utility=utility, priority=priority, tier=tier, min_workers=lo, max_workers=hi))
     return out
+
+
+def missing_fields(rng: random.Random, duration_s: float | None,
+                   tiers: TierMix | None = None) -> tuple[Utility, float, Tier]:
+    """One job's utility, priority and tier by the seeded rule (draws in this order; tiers by
+    ``tiers``' shares, default 0.1 / 0.6 / 0.3)."""
+    utility, priority = _utility(rng, duration_s or 3600.0)
+    return utility, priority, (tiers or TierMix()).draw(rng.random())
 
 
 def _utility(rng: random.Random, ideal_s: float) -> tuple[Utility, float]:
