@@ -331,8 +331,8 @@ class FleetSimulator:
         js = self._state[job_id]
         job, src = js.job, js.at
         delay = move_cost_s(self.fleet, job, src, dst, js.has_ckpt)
-        if js.has_ckpt and src is not None and src != dst:
-            js.ckpt_gb += job.ckpt_gb
+        if src is not None and src != dst:
+            js.ckpt_gb += job.ckpt_gb if js.has_ckpt else 0.0
             same = self.fleet.clusters[src].region == self.fleet.clusters[dst].region
             js.cluster_moves += same
             js.region_moves += not same
