@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fleet_helpers import fleet, job
 
 from stint.model.fleet import Fleet, FleetFailure, draw_sizes
 from stint.perf.scaling import ScalingModel
@@ -11,7 +12,6 @@ from stint.policies.registry import make
 from stint.sim.engine import Simulator
 from stint.sim.fleet import FleetSimulator
 from stint.sim.traces import Filters, load
-from tests.fleet.fleet_helpers import fleet, job
 
 
 @pytest.mark.parametrize("policy", ["fifo", "tiresias"])

@@ -27,7 +27,7 @@ import math
 import random
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
@@ -93,6 +93,7 @@ class Fleet:
     failures: tuple[FleetFailure, ...] = ()
 
     def __post_init__(self) -> None:
+        """Checks the clusters and each failure (``parse_fleet`` reports a failure's line)."""
         names = [c.name for c in self.clusters]
         if not names:
             raise FleetError("a fleet needs at least one cluster")
@@ -233,12 +234,13 @@ def parse_fleet(text: str, source: str) -> Fleet:
             raise where.error(rname, f"region.{rname} must hold only [region.{rname}.cluster.NAME] tables")
         for cname, ctable in rtable["cluster"].items():
             clusters.append(_cluster(where, rname, cname, ctable))
-    failures = _failures(where, data.get("failure", []))
     try:
-        return Fleet(tuple(clusters), links, ckpt, failures)
+        fleet = Fleet(tuple(clusters), links, ckpt)
     except FleetError as exc:
-        key = "target" if "target" in str(exc) else "region"
-        raise where.error(key, str(exc)) from None
+        raise where.error("region", str(exc)) from None
+    failures = _failures(where, data.get("failure", []))
+    _check_failures(where, fleet, failures)
+    return replace(fleet, failures=failures)
 
 
 def _failures(where: _Where, items: object) -> tuple[FleetFailure, ...]:
@@ -259,18 +261,27 @@ def _failures(where: _Where, items: object) -> tuple[FleetFailure, ...]:
     return tuple(out)
 
 
+def _check_failures(where: _Where, fleet: Fleet, failures: tuple[FleetFailure, ...]) -> None:
+    for n, f in enumerate(failures):
+        try:
+            fleet._check(f)
+        except FleetError as exc:
+            key = "kind" if "kind" in str(exc) else "down_s" if "down_s" in str(exc) else "target"
+            raise where.error(key, f"failure {n + 1}: {exc}", "failure", n) from None
+
+
 def _cluster(where: _Where, region: str, name: str, table: object) -> FleetCluster:
     key = f"region.{region}.cluster.{name}"
     if not isinstance(table, dict):
         raise where.error(name, f"{key} must be a table")
     for k in table:
         if k not in _CLUSTER_KEYS:
-            raise where.error(k, f"unknown key {key}.{k}; valid: {', '.join(sorted(_CLUSTER_KEYS))}")
+            raise where.error(k, f"unknown key {key}.{k}; valid: {', '.join(sorted(_CLUSTER_KEYS))}", key)
     vals = {}
     for k in sorted(_CLUSTER_KEYS):
         v = table.get(k)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise where.error(k if k in table else name, f"{key}.{k} must be a positive integer (got {v!r})")
+            raise where.error(k if k in table else name, f"{key}.{k} must be a positive integer (got {v!r})", key)
         vals[k] = v
     return FleetCluster(name, region, vals["nodes"], vals["gpus_per_node"])
 
@@ -282,9 +293,9 @@ def _numbers(where: _Where, section: str, table: object, defaults: object) -> di
     out = {}
     for k, v in table.items():
         if k not in allowed:
-            raise where.error(k, f"unknown key {section}.{k}; valid: {', '.join(sorted(allowed))}")
+            raise where.error(k, f"unknown key {section}.{k}; valid: {', '.join(sorted(allowed))}", section)
         if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or not math.isfinite(v):
-            raise where.error(k, f"{section}.{k} must be a positive number (got {v!r})")
+            raise where.error(k, f"{section}.{k} must be a positive number (got {v!r})", section)
         out[k] = float(v)
     return out
 
@@ -296,9 +307,17 @@ class _Where:
     text: str
     source: str
 
-    def error(self, key: str, message: str) -> FleetError:
+    def error(self, key: str, message: str, table: str = "", nth: int = 0) -> FleetError:
+        """An error at the line of ``key``: the first after the ``nth`` header of ``table``
+        (``[table]`` or ``[[table]]``) when given, else the first anywhere."""
+        lines = self.text.splitlines()
+        start = 0
+        if table:
+            heads = [n for n, line in enumerate(lines) if line.strip() in (f"[{table}]", f"[[{table}]]")]
+            if nth < len(heads):
+                start = heads[nth]
         pat = re.compile(rf"^\s*(\[.*\b{re.escape(key)}\b.*\]|\"?{re.escape(key)}\"?\s*=)")
-        for n, line in enumerate(self.text.splitlines(), 1):
-            if pat.search(line):
-                return FleetError(f"{self.source}:{n}: {message}")
+        for n in range(start, len(lines)):
+            if pat.search(lines[n]):
+                return FleetError(f"{self.source}:{n + 1}: {message}")
         return FleetError(f"{self.source}: {message}")
