@@ -114,6 +114,10 @@ class _Member(Simulator):
     def busy_gpu_s(self) -> float:
         return self._busy_gpu_s
 
+    def busy_at(self, t: float) -> float:
+        """GPU-seconds used up to ``t`` (not before its last event)."""
+        return self._busy_gpu_s + self._ledger.used_gpus * max(0.0, t - self._last_t)
+
 
 @dataclass(slots=True)
 class _Job:
@@ -168,6 +172,7 @@ class FleetResult:
     records: list[FleetRecord]
     clusters: list[RunResult]
     start_s: float
+    window: tuple[float, list[float]]  # the last arrival and each cluster's GPU-s used by then
     global_calls: int
     wall_s: float
     cpu_s: float
@@ -178,6 +183,8 @@ class FleetResult:
         end = max((r.finish_s for r in done), default=self.start_s)
         span = max(end - self.start_s, 0.0)
         busy = sum(c.busy_gpu_s for c in self.clusters)
+        last, used = self.window
+        wspan = max(last - self.start_s, 0.0)
         tiers: dict[str, Any] = {}
         for tier in Tier:
             att = np.array([r.attainment for r in recs if r.tier == tier.value]) if recs else np.zeros(0)
@@ -192,7 +199,9 @@ class FleetResult:
             "jobs": len(recs),
             "completed": len(done),
             "rejected": len(recs) - len(done),
-            "gpu_utilization": busy / (self.fleet.total_gpus * span) if span > 0 else 0.0,
+            # over the arrival window (first to last arrival): the steady state, not the tail
+            "gpu_utilization": sum(used) / (self.fleet.total_gpus * wspan) if wspan > 0 else 0.0,
+            "gpu_utilization_makespan": busy / (self.fleet.total_gpus * span) if span > 0 else 0.0,
             "makespan_s": span,
             "avg_jct_s": float(jct.mean()),
             "tiers": tiers,
@@ -210,9 +219,10 @@ class FleetResult:
             "cpu_s": self.cpu_s,
             "per_cluster": {
                 fc.name: {"region": fc.region, "gpus": fc.gpus,
-                          "utilization": c.busy_gpu_s / (fc.gpus * span) if span > 0 else 0.0,
+                          "utilization": u / (fc.gpus * wspan) if wspan > 0 else 0.0,
                           "completed": sum(r.completed for r in c.records)}
-                for fc, c in zip(self.fleet.clusters, self.clusters, strict=True)
+                for fc, c, u in zip(self.fleet.clusters, self.clusters, used or [0.0] * len(self.clusters),
+                                    strict=True)
             },
         }
 
@@ -247,6 +257,7 @@ class FleetSimulator:
         self._seq = 0
         self._pending: list[Pending] = []
         self._has_new = False  # a job became pending since the last global call
+        self._window: tuple[float, list[float]] = (0.0, [])  # last arrival, GPU-s used by then
         self._calls = 0
 
     # ----------------------------------------------------------------------------------- run
@@ -274,6 +285,8 @@ class FleetSimulator:
             while ai < n and jobs[ai].spec.arrival_s == t:
                 self._admit(jobs[ai])
                 ai += 1
+                if ai == n:
+                    self._window = (t, [m.busy_at(t) for m in self._members])
             due = t >= next_period
             if due and period:
                 next_period = (math.floor(t / period) + 1) * period
@@ -285,7 +298,7 @@ class FleetSimulator:
         results = [m.close(start, 0.0, 0.0) for m in self._members]
         self._collect(force=True)
         return FleetResult(self.scheduler.name, self._members[0].policy.name if self._members else "",
-                           self.fleet, self._records, results, start, self._calls,
+                           self.fleet, self._records, results, start, self._window, self._calls,
                            time.perf_counter() - wall0, time.process_time() - cpu0)
 
     def _admit(self, job: FleetJob) -> None:

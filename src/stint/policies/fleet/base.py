@@ -18,20 +18,30 @@ from stint.model.fleet import Fleet, FleetJob
 class ClusterState:
     """One cluster as the global scheduler sees it.
 
-    ``backlog_gpu_s`` is the expected GPU-seconds of every job placed there and not yet done
-    (each job's ``est_s`` x GPUs, whole, whether it runs or waits): ``backlog_gpu_s / gpus`` is
-    the seconds the cluster needs to clear it, the expected wait of one more job."""
+    ``assigned_gpus`` are the GPUs asked by every job placed there and not done (running,
+    waiting or on its way); ``backlog_gpu_s`` their expected GPU-seconds (each job's ``est_s`` x
+    GPUs, whole)."""
 
     index: int
     gpus: int  # GPUs up now
     busy_gpus: int
-    assigned_gpus: int  # GPUs asked by the jobs placed there and not done
+    assigned_gpus: int
     backlog_gpu_s: float
     available: bool  # up and reachable: may take placements and moves
 
-    @property
-    def expected_wait_s(self) -> float:
-        return self.backlog_gpu_s / self.gpus if self.gpus > 0 else float("inf")
+    def expected_wait_s(self, extra_gpus: int, assigned: int | None = None, backlog: float | None = None) -> float:
+        """The expected wait of a job asking ``extra_gpus`` more: none if what is asked fits,
+        else the demand over capacity drained at the cluster's pace (its GPUs over the
+        GPU-weighted mean expected run time of its jobs). ``assigned``/``backlog`` override
+        the snapshot's figures (a scheduler's running tally)."""
+        a = self.assigned_gpus if assigned is None else assigned
+        b = self.backlog_gpu_s if backlog is None else backlog
+        if self.gpus <= 0:
+            return float("inf")
+        excess = a + extra_gpus - self.gpus
+        if excess <= 0 or a <= 0:
+            return 0.0
+        return excess * (b / a) / self.gpus
 
 
 @dataclass(frozen=True, slots=True)

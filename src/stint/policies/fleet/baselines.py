@@ -28,7 +28,7 @@ class Static:
             region = [c for c in view.clusters
                       if fleet.clusters[c.index].region == job.home_region and fits(fleet, c, job)]
             if region:
-                plan.place[job.job_id] = min(region, key=lambda c: (c.expected_wait_s, c.index)).index
+                plan.place[job.job_id] = min(region, key=lambda c: (c.expected_wait_s(job.gpus), c.index)).index
         return plan
 
 
