@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stint.sim.traces import Filters
+
 if TYPE_CHECKING:
+    from stint.sim.fleet_run import FleetConfig
     from stint.sim.metrics import RunResult
 
 
@@ -56,6 +59,15 @@ def sim(
                      "the batch with the most goodput on each allocation) or 'auto' (adaptive under pollux)."),
     ] = "auto",
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
+    fleet: Annotated[Path | None, typer.Option(help="A fleet TOML (docs/fleet.md): simulate regions of "
+                                               "clusters under global schedulers.")] = None,
+    global_: Annotated[str, typer.Option("--global", help="With --fleet: comma-separated global "
+                                         "schedulers (gain, static, least-loaded).")] = "gain,static,least-loaded",
+    global_opt: Annotated[list[str] | None, typer.Option(help="With --fleet: a global scheduler "
+                                                         "parameter, KEY=VALUE; repeatable.")] = None,
+    fleet_jobs: Annotated[int | None, typer.Option(help="With --fleet: generate N jobs from Philly's "
+                                                   "distributions instead of reading --trace.")] = None,
+    load: Annotated[float, typer.Option(help="With --fleet-jobs: offered load.")] = 0.8,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
     import json
@@ -63,9 +75,18 @@ def sim(
 
     from rich.console import Console
 
+    if fleet is not None:
+        from stint.sim.fleet_run import FleetConfig
+
+        _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
+                           tuple(global_opt or ()), policy or "tiresias", tuple(policy_opt or ()), trace,
+                           fleet_jobs, load, seed, Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
+                           restart_s), out, format)
+        return
+
     from stint.policies.registry import UnknownPolicyError
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
-    from stint.sim.traces import Filters, TraceError
+    from stint.sim.traces import TraceError
 
     err = Console(stderr=True)
     if format not in ("table", "json"):
@@ -139,6 +160,39 @@ def sim(
         console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
     if plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)
+
+
+def _fleet(cfg: FleetConfig, out: Path, format: str) -> None:
+    """``stint sim --fleet``: run, write, print (errors in the user's input exit 2 with a message)."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from stint.sim.fleet_run import TABLE_HEADER, run_fleets, table_rows, write_fleet_results
+
+    err = Console(stderr=True)
+    if "," in cfg.policy:
+        err.print("[red]error:[/red] with --fleet, --policy names one cluster policy (each cluster runs its own)")
+        raise typer.Exit(2)
+    try:
+        summaries = write_fleet_results(out, run_fleets(cfg))
+    except ValueError as exc:  # FleetError, TraceError, unknown names and options
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if format == "json":
+        sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
+        return
+    first = next(iter(summaries.values()))
+    table = Table(title=f"{first['jobs']:,} jobs on {first['gpus']:,} GPUs in {first['clusters']} clusters, "
+                  f"{cfg.policy} in each")
+    for h in TABLE_HEADER:
+        table.add_column(h)
+    for row in table_rows(summaries):
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    Console().print(f"results in {out}/ (summary.json, <global>/jobs.csv)")
 
 
 def _models_line(results: dict[str, RunResult]) -> str:
