@@ -175,7 +175,7 @@ class FleetJob:
 
     @property
     def gpus(self) -> int:
-        return self.spec.requested_workers * self.spec.gpus_per_worker
+        return self.spec.requested_workers * int(self.spec.worker_demand.gpu)
 
     @property
     def est_s(self) -> float:

@@ -251,6 +251,9 @@ class FleetSimulator:
         self._assigned = [0] * len(self._members)
         self._backlog = [0.0] * len(self._members)
         self._down = [False] * len(self._members)
+        self._sizes = [fc.gpus for fc in self.fleet.clusters]
+        self._dirty: set[int] = set(range(len(self._members)))  # clusters whose state changed
+        self._states: list[ClusterState] = [ClusterState(i, 0, 0, 0, 0.0, False) for i in range(len(self._members))]
         self._cut = [False] * len(self._members)
         self._wake: list[tuple[float, int]] = []  # (time, member) : a member may have an event then
         self._transit: list[tuple[float, int, int, str]] = []  # (time, seq, member, job)
@@ -296,7 +299,7 @@ class FleetSimulator:
             if self.on_progress is not None and ai % 4096 == 0:
                 self.on_progress(len(self._records), n)
         results = [m.close(start, 0.0, 0.0) for m in self._members]
-        self._collect(force=True)
+        self._collect_all(force=True)
         return FleetResult(self.scheduler.name, self._members[0].policy.name if self._members else "",
                            self.fleet, self._records, results, start, self._window, self._calls,
                            time.perf_counter() - wall0, time.process_time() - cpu0)
@@ -316,9 +319,7 @@ class FleetSimulator:
                     if not st.allocation:
                         js = self._state[st.job_id]
                         waiting.append(Waiting(js.job, i, st.last_change_s, js.has_ckpt or st.work_done > 0))
-        states = tuple(ClusterState(i, 0 if self._down[i] else fc.gpus, m.used_gpus, self._assigned[i],
-                                    self._backlog[i], not (self._down[i] or self._cut[i]))
-                       for i, (fc, m) in enumerate(zip(self.fleet.clusters, self._members, strict=True)))
+        states = self._snapshot()
         pending, self._pending = self._pending, []
         view = FleetView(t, self.fleet, states, pending, waiting)
         plan = self.scheduler.plan(view)
@@ -339,6 +340,15 @@ class FleetSimulator:
             js.has_ckpt = js.has_ckpt or st.work_done > 0
             self._send(job_id, dst, t)
 
+    def _snapshot(self) -> tuple[ClusterState, ...]:
+        """The clusters' states, rebuilt only for those that changed since the last call."""
+        states = self._states
+        for i in self._dirty:
+            states[i] = ClusterState(i, 0 if self._down[i] else self._sizes[i], self._members[i].used_gpus,
+                                     self._assigned[i], self._backlog[i], not (self._down[i] or self._cut[i]))
+        self._dirty.clear()
+        return tuple(states)
+
     def _send(self, job_id: str, dst: int, t: float) -> None:
         """Start the job's copy to ``dst``; it enters there when the copy is done."""
         js = self._state[job_id]
@@ -352,6 +362,7 @@ class FleetSimulator:
         if dst != job.data_cluster:
             js.data_gb += job.data_gb
         js.at = dst
+        self._dirty.add(dst)
         self._assigned[dst] += job.gpus
         self._backlog[dst] += job.gpus * job.est_s
         self._seq += 1
@@ -363,6 +374,7 @@ class FleetSimulator:
 
     def _unassign(self, js: _Job) -> None:
         assert js.at is not None
+        self._dirty.add(js.at)
         self._assigned[js.at] -= js.job.gpus
         self._backlog[js.at] -= js.job.gpus * js.job.est_s
 
@@ -389,10 +401,11 @@ class FleetSimulator:
             m = self._members[i]
             if m.next_time() == t or i in arrivals:
                 m.step(t, arrivals.get(i, ()))
+                self._dirty.add(i)
+                self._collect(i)
             nxt = m.next_time()
             if nxt < math.inf:
                 heapq.heappush(self._wake, (nxt, i))
-        self._collect()
 
     def _segment(self, js: _Job, t: float) -> JobSpec:
         spec = js.job.spec
@@ -401,20 +414,25 @@ class FleetSimulator:
         dur = None if spec.duration_s is None else spec.duration_s * js.left / spec.work
         return replace(spec, arrival_s=t, work=js.left, duration_s=dur)
 
-    def _collect(self, force: bool = False) -> None:
-        """Turn the records the clusters wrote since last time into fleet records."""
-        for i, m in enumerate(self._members):
-            recs = m._records
-            while self._seen[i] < len(recs):
-                r = recs[self._seen[i]]
-                self._seen[i] += 1
-                js = self._state.pop(r.job_id)
-                self._unassign(js)
-                spec = js.job.spec
-                self._records.append(FleetRecord(
-                    spec.job_id, spec.tier.value, self.fleet.clusters[i].name, spec.arrival_s, r.finish_s, js.job.gpus,
-                    m.ideal_s(spec), r.rejected, js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
-                    js.lost_work * js.job.gpus, js.max_lost_s))
+    def _collect(self, i: int) -> None:
+        """Turn the records cluster ``i`` wrote since last time into fleet records."""
+        m = self._members[i]
+        recs = m._records
+        while self._seen[i] < len(recs):
+            r = recs[self._seen[i]]
+            self._seen[i] += 1
+            js = self._state.pop(r.job_id)
+            self._unassign(js)
+            spec = js.job.spec
+            ideal = r.ideal_s if js.left == spec.work and not js.has_ckpt else m.ideal_s(spec)
+            self._records.append(FleetRecord(
+                spec.job_id, spec.tier.value, self.fleet.clusters[i].name, spec.arrival_s, r.finish_s, js.job.gpus,
+                ideal, r.rejected, js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
+                js.lost_work * js.job.gpus, js.max_lost_s))
+
+    def _collect_all(self, force: bool = False) -> None:
+        for i in range(len(self._members)):
+            self._collect(i)
         if force:
             for js in self._state.values():  # held until the end: never placed
                 spec = js.job.spec
@@ -443,6 +461,7 @@ class FleetSimulator:
 
     def _failure(self, kind: str, down: bool, k: int, t: float) -> None:
         for i in self.fleet.clusters_hit(self.fleet.failures[k]):
+            self._dirty.add(i)
             if kind == "network":
                 self._cut[i] = down
                 continue

@@ -101,5 +101,5 @@ def move_cost_s(fleet: Fleet, job: FleetJob, src: int | None, dst: int, has_chec
 
 
 def fits(fleet: Fleet, state: ClusterState, job: FleetJob) -> bool:
-    """The cluster is usable and the job is not larger than it."""
-    return state.available and job.gpus <= fleet.clusters[state.index].gpus
+    """The cluster is usable and the job is not larger than its GPUs up."""
+    return state.available and job.gpus <= state.gpus
