@@ -10,6 +10,8 @@ cluster, checkpoint and data sizes follow ``model.fleet.draw_sizes``.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from stint.model.fleet import Fleet, FleetJob, draw_sizes
@@ -20,8 +22,9 @@ TIERS = (Tier.PREMIUM, Tier.STANDARD, Tier.BASIC)
 TIER_P = (0.1, 0.6, 0.3)
 
 
+@lru_cache(maxsize=4)
 def philly_shapes(max_gpus: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every Philly job's (GPUs, duration s) that fits ``max_gpus``."""
+    """Every Philly job's (GPUs, duration s) that fits ``max_gpus`` (read once per process)."""
     jobs = load_trace("philly").jobs
     gpus = np.array([j.requested_workers for j in jobs], dtype=np.int64)
     dur = np.array([j.work for j in jobs], dtype=float)
