@@ -99,3 +99,11 @@ def test_gain_moves_a_waiting_job_when_another_cluster_frees() -> None:
     res = _by_id(_run(fl, jobs, "gain", opts=("period_s=300",)))
     assert res["j2"].cluster == "b" and res["j2"].cluster_moves == 1
     assert res["j2"].finish_s == pytest.approx(1200.0 + 10000.0)  # the first period after b is back
+
+
+@pytest.mark.parametrize("scheduler", ["gain", "static", "least-loaded"])
+def test_a_job_larger_than_every_cluster_is_never_placed(scheduler: str) -> None:
+    fl = fleet(("a", "r0", 1), ("b", "r1", 1))
+    res = _by_id(_run(fl, [job("big", 0.0, 100.0, gpus=16), job("j", 0.0, 100.0)], scheduler))
+    assert res["big"].rejected == "never placed" and res["big"].attainment == 0.0
+    assert res["j"].finish_s == 100.0

@@ -276,7 +276,7 @@ class FleetSimulator:
         while ai < n or self._wake or self._transit or (fails and self._state):
             t = min(jobs[ai].spec.arrival_s if ai < n else math.inf, self._wake[0][0] if self._wake else math.inf,
                     self._transit[0][0] if self._transit else math.inf, fails[0][0] if fails else math.inf)
-            if self._state and next_period < t:
+            if next_period < t and (self._wake or self._transit or ai < n):  # while anything can change
                 t = next_period
             if t == math.inf:
                 break
