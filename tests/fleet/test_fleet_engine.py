@@ -107,3 +107,11 @@ def test_a_job_larger_than_every_cluster_is_never_placed(scheduler: str) -> None
     res = _by_id(_run(fl, [job("big", 0.0, 100.0, gpus=16), job("j", 0.0, 100.0)], scheduler))
     assert res["big"].rejected == "never placed" and res["big"].attainment == 0.0
     assert res["j"].finish_s == 100.0
+
+
+def test_a_node_failure_is_the_clusters_own() -> None:
+    # the job holds node 0; it is preempted there (no work lost) and resumes on node 1 (30 s)
+    fl = fleet(("a", "r0", 2), failures=(FleetFailure("node", "a/0", 100.0, 200.0),))
+    r = _by_id(_run(fl, [job("j", 0.0, 1000.0)], "gain"))["j"]
+    assert r.cluster == "a" and r.lost_gpu_s == 0.0 and r.cluster_moves == 0
+    assert r.finish_s == pytest.approx(1030.0)
