@@ -31,7 +31,7 @@ import numpy as np
 
 from stint.model.fleet import Fleet, FleetJob
 from stint.model.job import JobSpec, Tier
-from stint.policies.base import JobStatus, PerfModel, Policy
+from stint.policies.base import JobStatus, PerfModel, Phase, Policy
 from stint.policies.fleet.base import (
     ClusterState,
     FleetView,
@@ -81,7 +81,7 @@ class _Member(Simulator):
         st = self._table.pop(job_id)
         self._track.pop(job_id)
         st.settle(t)
-        if not st.allocation and st.phase.value != "running":
+        if not st.allocation and st.phase is not Phase.RUNNING:
             self._waiting -= 1
         self._release(st)
         self._changed[job_id] = None
@@ -330,7 +330,10 @@ class FleetSimulator:
                 self._pending.append(p)  # held: offered again at the next call
             else:
                 self._send(p.job.job_id, dst, t)
+        shown = {w.job.job_id for w in waiting}
         for job_id, dst in plan.move.items():
+            if job_id not in shown:
+                raise KeyError(f"global scheduler {self.scheduler.name!r} moved {job_id!r}, not a waiting job it was shown")
             js = self._state[job_id]
             if js.at is None or dst == js.at or not states[dst].available or not states[js.at].available:
                 continue
