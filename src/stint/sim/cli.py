@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stint.sim.traces import Filters
+
 if TYPE_CHECKING:
+    from stint.sim.fleet_run import FleetConfig
     from stint.sim.metrics import RunResult
 
 
@@ -60,6 +63,15 @@ def sim(
         help="Tier shares by job count for traces without tiers, e.g. premium=0.1,standard=0.3,basic=0.6 "
         "[default: 0.1, 0.6, 0.3].")] = None,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
+    fleet: Annotated[Path | None, typer.Option(help="A fleet TOML (docs/fleet.md): simulate regions of "
+                                               "clusters under global schedulers.")] = None,
+    global_: Annotated[str, typer.Option("--global", help="With --fleet: comma-separated global "
+                                         "schedulers (gain, static, least-loaded).")] = "gain,static,least-loaded",
+    global_opt: Annotated[list[str] | None, typer.Option(help="With --fleet: a global scheduler "
+                                                         "parameter, KEY=VALUE; repeatable.")] = None,
+    fleet_jobs: Annotated[int | None, typer.Option(help="With --fleet: generate N jobs from Philly's "
+                                                   "distributions instead of reading --trace.")] = None,
+    load: Annotated[float, typer.Option(help="With --fleet-jobs: offered load.")] = 0.8,
 ) -> None:
     """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
     import json
@@ -67,9 +79,18 @@ def sim(
 
     from rich.console import Console
 
+    if fleet is not None:
+        from stint.sim.fleet_run import FleetConfig
+
+        _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
+                           tuple(global_opt or ()), policy or "tiresias", tuple(policy_opt or ()), trace,
+                           fleet_jobs, load, seed, Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
+                           restart_s), out, format)
+        return
+
     from stint.policies.registry import UnknownPolicyError
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
-    from stint.sim.traces import Filters, TierMix, TraceError
+    from stint.sim.traces import TierMix, TraceError
 
     err = Console(stderr=True)
     if format not in ("table", "json"):
@@ -225,6 +246,37 @@ def sweep_table(summary: list[dict[str, Any]]) -> Any:
         table.add_row(r["trace"], r["policy"], f"{r['load']:g}", str(r["gpus"]), str(r["seeds"]),
                       ms("avg_jct_s"), ms("p99_jct_s"), ms("makespan_s"), ms("gpu_utilization", ".2f"))
     return table
+def _fleet(cfg: FleetConfig, out: Path, format: str) -> None:
+    """``stint sim --fleet``: run, write, print (errors in the user's input exit 2 with a message)."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from stint.sim.fleet_run import TABLE_HEADER, run_fleets, table_rows, write_fleet_results
+
+    err = Console(stderr=True)
+    if "," in cfg.policy:
+        err.print("[red]error:[/red] with --fleet, --policy names one cluster policy (each cluster runs its own)")
+        raise typer.Exit(2)
+    try:
+        summaries = write_fleet_results(out, run_fleets(cfg))
+    except ValueError as exc:  # FleetError, TraceError, unknown names and options
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if format == "json":
+        sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
+        return
+    first = next(iter(summaries.values()))
+    table = Table(title=f"{first['jobs']:,} jobs on {first['gpus']:,} GPUs in {first['clusters']} clusters, "
+                  f"{cfg.policy} in each")
+    for h in TABLE_HEADER:
+        table.add_column(h)
+    for row in table_rows(summaries):
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    Console().print(f"results in {out}/ (summary.json, <global>/jobs.csv)")
 
 
 def _models_line(results: dict[str, RunResult]) -> str:

@@ -1,0 +1,1 @@
+"""Global schedulers: which cluster of the fleet a job runs on (docs/fleet.md)."""
