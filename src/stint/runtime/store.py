@@ -489,9 +489,14 @@ class Writes(Protocol):
 def record_transition(
     s: Writes, job: Job, dst: JobState, now: float, reason: str, **columns: Any
 ) -> None:
-    """Move ``job`` to ``dst`` inside ``s`` (a session): check the edge, set the columns, log it."""
+    """Move ``job`` to ``dst`` inside ``s`` (a session): check the edge, set the columns, log it.
+
+    A transition is never dated before the job's previous one: a step's clock is read before it
+    loads the rows, so a job submitted in between would otherwise be admitted "before" it was
+    submitted (by a fraction of a tick)."""
     src = JobState(job.state)
     check_transition(str(job.id), src, dst)
+    now = max(now, job.last_change_at or now)
     for key, value in columns.items():
         setattr(job, key, value)
     job.state = dst
