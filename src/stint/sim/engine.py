@@ -122,6 +122,7 @@ class Simulator:
         self._node_gpus = int(max((c[0] for c in self._ledger.capacity), default=0))
         self._period_at: float | None = None
         self._stream = id(self)
+        self.events = 0  # events handled so far (arrivals included)
 
     # ----------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
@@ -135,29 +136,16 @@ class Simulator:
             start = self.start_s
             self._preload(start)
         self._last_t = start
-        events = 0
+        self.events = 0
         while ai < n or self._heap:
             t = min(specs[ai].arrival_s if ai < n else math.inf, self._heap[0][0] if self._heap else math.inf)
             if t == math.inf or t > self.end_s:
                 break
-            self._advance(t)
-            dirty = False
-            while self._heap and self._heap[0][0] == t:
-                dirty |= self._handle(heapq.heappop(self._heap), t)
-                events += 1
+            first = ai
             while ai < n and specs[ai].arrival_s == t:
-                self._arrive(specs[ai], t)
                 ai += 1
-                events += 1
-                dirty = True
-            if dirty and self._table:
-                if self.decision_period_s is None or self._on_period(t):
-                    self._decide(t)
-                elif self._period_at is None:
-                    self._period_at = (math.floor(t / self.decision_period_s) + 1) * self.decision_period_s
-                    self._push(self._period_at, EventKind.TICK, "")
-            self._schedule_tick(t)
-            if self.on_progress is not None and events % 4096 == 0:
+            self.step(t, specs[first:ai])
+            if self.on_progress is not None and self.events % 4096 == 0:
                 self.on_progress(len(self._records), n)
         if self._table:  # only jobs that can never run are left (e.g. the policy never admits them)
             for st in list(self._table.values()):
@@ -173,12 +161,33 @@ class Simulator:
             end_s=self._last_t,
             series=self._series,
             latencies_s=self._latency,
-            events=events,
+            events=self.events,
             wall_s=time.perf_counter() - wall0,
             cpu_s=time.process_time() - cpu0,
             refusals=self._refusals,
             mechanism_gpu_s=self._mechanism_gpu_s,
         )
+
+    def step(self, t: float, arrivals: Sequence[JobSpec]) -> None:
+        """Everything at event time ``t``: its events, then ``arrivals``, then the policy once
+        (if anything happened), then the next tick. ``run`` calls it per event time; a fleet
+        of clusters on one clock calls it for each cluster."""
+        self._advance(t)
+        dirty = False
+        while self._heap and self._heap[0][0] == t:
+            dirty |= self._handle(heapq.heappop(self._heap), t)
+            self.events += 1
+        for spec in arrivals:
+            self._arrive(spec, t)
+            self.events += 1
+            dirty = True
+        if dirty and self._table:
+            if self.decision_period_s is None or self._on_period(t):
+                self._decide(t)
+            elif self._period_at is None:
+                self._period_at = (math.floor(t / self.decision_period_s) + 1) * self.decision_period_s
+                self._push(self._period_at, EventKind.TICK, "")
+        self._schedule_tick(t)
 
     # -------------------------------------------------------------------------------- events
     def _push(self, t: float, kind: EventKind, job_id: str, version: int = 0) -> None:

@@ -47,7 +47,7 @@ from stint.sim.metrics import RunResult
 
 
 class _Member(Simulator):
-    """One cluster of the fleet: the engine's loop body, one event time per ``step``."""
+    """One cluster of the fleet: the engine, one event time per ``step`` (``Simulator.step``)."""
 
     def begin(self, start: float) -> None:
         self._last_t = start
@@ -55,25 +55,6 @@ class _Member(Simulator):
 
     def next_time(self) -> float:
         return self._heap[0][0] if self._heap else math.inf
-
-    def step(self, t: float, arrivals: Sequence[JobSpec]) -> None:
-        """What ``Simulator.run`` does at event time ``t``."""
-        self._advance(t)
-        dirty = False
-        while self._heap and self._heap[0][0] == t:
-            dirty |= self._handle(heapq.heappop(self._heap), t)
-            self.events += 1
-        for spec in arrivals:
-            self._arrive(spec, t)
-            self.events += 1
-            dirty = True
-        if dirty and self._table:
-            if self.decision_period_s is None or self._on_period(t):
-                self._decide(t)
-            elif self._period_at is None:
-                self._period_at = (math.floor(t / self.decision_period_s) + 1) * self.decision_period_s
-                self._push(self._period_at, EventKind.TICK, "")
-        self._schedule_tick(t)
 
     def withdraw(self, job_id: str, t: float) -> JobStatus:
         """Take an active job out (no record); the policy re-plans at ``t``."""

@@ -6,10 +6,6 @@ Writes ``summary.json`` (keyed by global scheduler; fleet-wide and per-cluster f
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,7 @@ from stint.policies.registry import make_with_options
 from stint.sim.costs import for_format
 from stint.sim.fleet import FLEET_CSV_FIELDS, FleetResult, FleetSimulator
 from stint.sim.fleet_workload import generate
+from stint.sim.runner import write_staged
 from stint.sim.traces import Filters, load
 
 
@@ -74,22 +71,10 @@ def run_fleets(cfg: FleetConfig) -> dict[str, FleetResult]:
 
 
 def write_fleet_results(out: Path, results: dict[str, FleetResult]) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
     summaries = {name: r.summary() for name, r in results.items()}
-    with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
-        staging = Path(tmp)
-        for name, r in results.items():
-            (staging / name).mkdir()
-            with open(staging / name / "jobs.csv", "w", newline="") as fh:
-                w = csv.writer(fh)
-                w.writerow(FLEET_CSV_FIELDS)
-                w.writerows([getattr(rec, f) for f in FLEET_CSV_FIELDS] for rec in r.records)
-        (staging / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
-        for item in sorted(staging.rglob("*"), key=lambda p: (p.name == "summary.json", len(p.parts))):
-            if item.is_file():
-                dest = out / item.relative_to(staging)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)
+    write_staged(out, {name: (FLEET_CSV_FIELDS, ([getattr(rec, f) for f in FLEET_CSV_FIELDS]
+                                                  for rec in r.records))
+                       for name, r in results.items()}, summaries)
     return summaries
 
 

@@ -12,7 +12,7 @@ import csv
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -108,19 +108,27 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
 def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:
     """Write the figures: every ``jobs.csv`` into a temporary directory, then move them into
     ``out`` with ``summary.json`` last. Plots are separate (``write_plots``), after it."""
-    out.mkdir(parents=True, exist_ok=True)
     summaries = {name: r.summary() for name, r in results.items()}
+    write_staged(out, {name: (CSV_FIELDS, (record_row(rec) for rec in r.records))
+                       for name, r in results.items()}, summaries)
+    return summaries
+
+
+def write_staged(out: Path, tables: Mapping[str, tuple[Sequence[str], Iterable[Sequence[Any]]]],
+                 summaries: Mapping[str, Any]) -> None:
+    """``<name>/jobs.csv`` per table (header, rows) and ``summary.json``, staged in a temporary
+    directory and moved into ``out`` with ``summary.json`` last (a failed run leaves none)."""
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
         staging = Path(tmp)
-        for name, r in results.items():
+        for name, (header, rows) in tables.items():
             (staging / name).mkdir()
             with open(staging / name / "jobs.csv", "w", newline="") as fh:
                 w = csv.writer(fh)
-                w.writerow(CSV_FIELDS)
-                w.writerows(record_row(rec) for rec in r.records)
+                w.writerow(header)
+                w.writerows(rows)
         (staging / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n")
         _move_in(staging, out)
-    return summaries
 
 
 def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
