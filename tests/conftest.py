@@ -25,6 +25,14 @@ def _pg_reachable() -> str | None:
         return str(exc)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``ray`` share one xdist worker (``--dist loadgroup``), so the session's Ray
+    cluster starts once and two clusters never compete for the two cores."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database URL for one test: a SQLite file, or a fresh PostgreSQL schema."""

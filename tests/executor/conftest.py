@@ -42,7 +42,7 @@ def ray_cluster() -> Iterator[LoopbackRayCluster]:
             cluster.stop()
 
 
-@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.slow)])  # Ray: a cluster
+@pytest.fixture(params=["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray])])  # Ray: a cluster
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

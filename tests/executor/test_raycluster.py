@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import socket
 
+import pytest
+
 from stint.runtime.executor.raycluster import LoopbackRayCluster
 
 LISTEN = "0A"
@@ -36,6 +38,7 @@ def _listening_addresses(pids: list[int]) -> set[str]:
     return out
 
 
+@pytest.mark.ray
 def test_two_nodes_with_stint_resources_listening_on_loopback_only(
     ray_cluster: LoopbackRayCluster,
 ):

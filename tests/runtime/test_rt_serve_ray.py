@@ -100,6 +100,7 @@ def final_digest(text: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_ray_preempt_resume_and_serve_restart_readopts(
         ray_serve: tuple[ServeProc, LoopbackRayCluster], tmp_path: Path) -> None:
     serve, _ = ray_serve

@@ -90,6 +90,7 @@ def test_the_command_writes_table_files_and_plot_and_refuses_bad_axes(tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_cells_on_a_local_ray_give_the_same_figures(tmp_path: Path) -> None:
     small = SweepConfig(traces=("philly",), policies=("fifo", "tiresias"), seeds=(0, 1),
                         gpus=(32,), filters=Filters(limit=120))
