@@ -111,8 +111,9 @@ def test_ray_preempt_resume_and_serve_restart_readopts(
         out = tmp_path / "counter"
         held = int(serve.cli("submit", "--name", "held", "--",
                              *counter_cmd(COUNT, out, "--hold")))
+        # 0.3 s a step: the action lands before the job ends, even on a loaded machine
         mlp = int(serve.cli("submit", "--name", "mlp", "--", sys.executable, MLP, "--steps",
-                            str(MLP_STEPS), "--sleep", "0.1", "--log-every", "5"))
+                            str(MLP_STEPS), "--sleep", "0.3", "--log-every", "5"))
 
         # 1. Preempt the SDK job mid-run; it checkpoints, is requeued and resumes.
         wait_for(lambda: "step 5 digest" in log_of(serve, mlp), 90, "the mlp job to train")

@@ -30,8 +30,9 @@ def test_resized_sdk_job_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     serve = ServeProc(tmp_path / "data", f"sqlite:///{tmp_path / 'stint.db'}")
     serve.start()
     try:
+        # 0.3 s a step: the action lands before the job ends, even on a loaded machine
         job = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--", sys.executable, MLP,
-                            "--steps", str(STEPS), "--sleep", "0.1", "--log-every", "5"))
+                            "--steps", str(STEPS), "--sleep", "0.3", "--log-every", "5"))
         log = serve.jobs_dir / str(job) / "log.txt"
         wait_for(lambda: log.exists() and "step 5 digest" in log.read_text(), 120, "training")
         serve.cli("resize", str(job), "1")
