@@ -482,6 +482,8 @@ class Controller:
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if _policy_sees(j)]
         est = forecast(self.cluster, statuses, make(), self.perf, t)
+        place = queue_positions([(st.job_id, est[st.job_id].order) for st in statuses
+                                 if not st.allocation])
         # Written straight to the store, not through the cached rows: those may hold this step's
         # lifecycle changes, which an executor's report (a launch) has already moved past.
         with self.store.session() as w:
@@ -489,7 +491,8 @@ class Controller:
                 e = est[st.job_id]
                 w.execute(update(Job).where(Job.id == int(st.job_id)).values(
                     est_start_at=None if e.start_s is None else self.epoch + e.start_s,
-                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s))
+                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s,
+                    queue_position=place.get(st.job_id)))
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
         """The capacity ledger as policies see it: every active job's logical allocation, and
@@ -651,6 +654,15 @@ class Controller:
             if job.state in HOLDING:
                 take(free, load_alloc(job.allocation))
         return free
+
+
+def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
+    """Queue positions (1 = next) of the waiting jobs, given in arrival order with their place
+    among the forecast's starts (``Estimate.order``): the order their policy, replayed forward,
+    starts them in; the jobs it does not start within its horizon come last, by arrival."""
+    ranked = sorted(range(len(waiting)), key=lambda i: (
+        waiting[i][1] is None, waiting[i][1] or 0, i))
+    return {waiting[i][0]: place for place, i in enumerate(ranked, 1)}
 
 
 class _Lookup(Mapping[str, Any]):

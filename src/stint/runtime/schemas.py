@@ -187,6 +187,10 @@ class JobOut(BaseModel):
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
     est_start_at: float | None  # forecast (re)start, wall seconds (``FORECAST_BASIS``)
     est_finish_at: float | None
+    # A waiting (queued or preempted) job's place in its policy's queue: 1 starts next. The
+    # order the forecast's replay of the policy starts the waiting jobs in (ties: arrival);
+    # None while it runs or holds an admission, or when there is no forecast.
+    queue_position: int | None
     os_user: str | None  # the OS account it runs as (None: the control plane's)
     cwd: str | None
     env: dict[str, str]
@@ -212,9 +216,14 @@ class JobOut(BaseModel):
             target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
             decision=job.decision, est_start_at=job.est_start_at,
             est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
+            queue_position=job.queue_position if job.state in _WAITING and not job.target
+            else None,
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
         )
+
+
+_WAITING = frozenset({"queued", "preempted"})
 
 
 def _name(names: list[str], position: int) -> str:
