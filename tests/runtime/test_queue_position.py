@@ -44,3 +44,26 @@ def test_queue_position_follows_the_policy_order(policy: str, expected: dict[str
     assert out["busy"].queue_position is None  # it runs
     assert {n: out[n].queue_position for n in expected} == expected
     assert all(out[n].est_start_at is not None for n in expected)
+
+
+def test_a_forecast_not_due_at_a_change_is_made_once_due(store: Store, tmp_path: Path) -> None:
+    # The policy runs at a submission; the forecast, due only forecast_s after the last one,
+    # must still come when nothing else happens (it did not: quiet steps skipped it).
+    store.epoch(0.0)
+    store.create_token("admin", 0.0, admin=True)
+    caller = Caller(1, "admin", True)
+    ex = ClockedExecutor([1], {}, ScalingModel())
+    ctl = Controller(store, ex, make("fifo"), ControllerConfig(
+        tmp_path / "jobs", forecast_policy=lambda: make("fifo"), forecast_s=10.0))
+    first = store.add_job(NewJob("a", ["true"], 1, 1, 1, "standard", 1.0, None, est_s=100.0),
+                          caller, 0.0)
+    ex.specs = {str(first.id): spec_of(first, "admin", 0.0)}
+    ctl.step(0.0)  # starts "a", forecasts
+    second = store.add_job(NewJob("b", ["true"], 1, 1, 1, "standard", 1.0, None, est_s=5.0),
+                           caller, 1.0)
+    ctl.step(1.0)  # the policy sees "b"; no forecast yet (the last was 1 s ago)
+    assert store.get_job(second.id).est_start_at is None  # type: ignore[union-attr]
+    assert ctl.step(11.0).skipped  # nothing changed, but a forecast is due
+    row = store.get_job(second.id)
+    assert row is not None and row.est_start_at == pytest.approx(100.0)
+    assert row.queue_position == 1

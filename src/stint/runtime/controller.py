@@ -172,6 +172,7 @@ class Controller:
                      and down == self._down)
             if quiet and not self._tick_due(now):
                 report.skipped = True
+                self._forecast_safely(now)  # one that was not due at the last change may be now
                 return report
             self._pending.update(str(i) for i in self.cache.refresh(r, now))
         jobs = self.cache.rows
@@ -209,12 +210,15 @@ class Controller:
             self._last_plan_at = now
         self._dirty = bool(rec.items or effects)
         self._enact(effects, now, report)
+        self._forecast_safely(now)
+        return report
+
+    def _forecast_safely(self, now: float) -> None:
         try:
             self.forecast(now)
         except Exception:  # a forecast is advice: its failure must not stop the loop
             log.exception("forecast failed; estimated starts are not updated")
             self.cache.invalidate()
-        return report
 
     def _commit(self, rec: _Recorder) -> None:
         """Write the columns the step changed (only those: the API may have set request columns
