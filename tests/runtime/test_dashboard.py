@@ -148,7 +148,7 @@ def test_sim_report_opens_from_disk_with_no_network(browser: Any, tmp_path: Path
         ["fifo", "tiresias"]
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     jct = table.locator("tbody tr:first-child td[data-key='avg_jct_s']").inner_text()
-    assert jct == f"{summary['fifo']['avg_jct_s']:,.0f}"
+    assert jct == f"{summary['fifo']['avg_jct_s'] / 3600:,.2f}"  # hours, as `stint sim` prints
     for img in page.locator("img").all():  # every figure is inline and drawn
         assert img.get_attribute("src", timeout=1000).startswith("data:image/png;base64,")
         assert img.evaluate("i => i.complete && i.naturalWidth > 0")
