@@ -119,12 +119,13 @@ def waiting(jobs: Sequence[JobTimes], steps: Sequence[Step]) -> list[tuple[float
 
 
 def _steps(deltas: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The running sum of ``(time, change)``, one point per time at which the level changes."""
     out: list[tuple[float, int]] = []
     level = 0
     for t, d in sorted(deltas):
         level += d
         if out and out[-1][0] == t:
-            out[-1] = (t, level)
-        else:
+            out.pop()
+        if not out or out[-1][1] != level:
             out.append((t, level))
     return out
