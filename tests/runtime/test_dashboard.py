@@ -67,7 +67,7 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
                            "sleep", "600"))
     wait_for(lambda: serve.client().show(filler)["state"] == "running", 30, "the filler to run")
     job = int(serve.cli("submit", "--name", "waiter", "--gpus", "1", "--est-s", "600", "--",
-                        "sleep", "600"))
+                        "sh", "-c", "echo the waiter says hello; exec sleep 600"))
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -106,6 +106,7 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
     page.wait_for_selector(f"#title:has-text('Job {job}')")
     page.locator("dd[data-fact='state']:text-is('running')").wait_for(timeout=10_000)
     assert page.locator("#timeline rect.segment").count() == 1
+    page.locator("#log:has-text('the waiter says hello')").wait_for(timeout=10_000)
     page.click("#act-preempt")
     page.wait_for_selector("#act-result:has-text('preempt requested')")
     page.locator("#history td.state:text-is('preempted')").wait_for(timeout=20_000)

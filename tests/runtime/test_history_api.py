@@ -103,6 +103,10 @@ def test_history_cluster_and_progress(store: Store, tmp_path: Path) -> None:
     assert (p["step"], p["total_steps"], p["checkpoint_step"]) == (42, 100, 40)
     assert abs(p["reported_at"] - time.time()) < 600
 
+    (tmp_path / "jobs" / str(mine) / "log.txt").write_text("x" * 100_000 + "the end\n")
+    tail = get(f"/v1/jobs/{mine}/logs?tail=8", alice)
+    assert (tail["text"], tail["next_offset"]) == ("the end\n", 100_008)
+
     page = api.get(f"/ui/jobs/{mine}")  # pages carry no data: no token needed
     assert page.status_code == 200 and f'data-job="{mine}"' in page.text
     assert "/ui/static/dashboard.js" in api.get("/ui/").text

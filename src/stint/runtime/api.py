@@ -175,9 +175,14 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: JobId, who: Who,
-             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0) -> LogsOut:
+             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0,
+             tail: Annotated[int | None, Query(ge=0, le=LOG_CHUNK)] = None) -> LogsOut:
+        """The log from ``offset``; ``tail``: its last ``tail`` bytes instead."""
         job = own_job(job_id, who)
-        text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
+        path = settings.jobs_dir / str(job_id) / "log.txt"
+        if tail is not None:
+            offset = max(0, _log_size(path) - tail)
+        text, nxt = _read_log(path, offset)
         return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
 
     @app.get("/v1/jobs/{job_id}/progress")
@@ -430,6 +435,14 @@ def _read_log(path: Path, offset: int) -> tuple[str, int]:
     if len(data) == LOG_CHUNK:
         data = data[:len(data) - _partial_tail(data)]
     return data.decode("utf-8", errors="replace"), offset + len(data)
+
+
+def _log_size(path: Path) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _partial_tail(data: bytes) -> int:

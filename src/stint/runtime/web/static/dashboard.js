@@ -224,7 +224,7 @@ function drawTimeline(svg, history, byId) {
   for (const m of history.marks) {
     parts.push(el("svg:g", { class: `mark ${m.kind}`, "data-job": m.job, "data-kind": m.kind },
       el("svg:line", { x1: x(m.at), x2: x(m.at), y1: row.get(m.job), y2: row.get(m.job) + rowH }),
-      el("svg:text", { x: x(m.at) + 2, y: row.get(m.job) + 16 }, MARK_GLYPH[m.kind] || "?"),
+      el("svg:text", { x: x(m.at) - 12, y: row.get(m.job) + 16 }, MARK_GLYPH[m.kind] || "?"),
       el("svg:title", {}, `${m.kind} at ${clock(m.at)}: ${m.reason}`)));
   }
   svg.setAttribute("height", String(top + Math.max(1, ids.length) * rowH + 4));
@@ -260,7 +260,7 @@ function drawUtilization(svg, history) {
 
 // -- a job's page ----------------------------------------------------------------------------
 function jobTick(jobId) {
-  let offset = 0, lines = [];
+  let offset = null, lines = [];
   const MAX_LINES = 2000;
   return async () => {
     const job = await api(`/v1/jobs/${jobId}`);
@@ -287,16 +287,25 @@ function jobTick(jobId) {
     fill(document.querySelector("#history tbody"), job.transitions.map((t) => el("tr", {},
       el("td", {}, clock(t.at)), el("td", {}, t.src || "-"), el("td", { class: "state" }, t.dst),
       el("td", {}, t.attempt), el("td", {}, t.reason))));
-    if (document.getElementById("follow").checked || offset === 0) {
-      for (;;) {
-        const chunk = await api(`/v1/jobs/${jobId}/logs?offset=${offset}`);
-        offset = chunk.next_offset;
-        if (!chunk.text) break;
-        lines = lines.concat(chunk.text.split("\n")).slice(-MAX_LINES);
-      }
-      const log = document.getElementById("log");
+    if (offset === null) { // the tail first: the last 64 KiB, from its first whole line
+      const chunk = await api(`/v1/jobs/${jobId}/logs?tail=65536`);
+      const text = chunk.next_offset > 65536 ? chunk.text.slice(chunk.text.indexOf("\n") + 1) : chunk.text;
+      lines = text.split("\n");
+      offset = chunk.next_offset;
+    }
+    const follow = document.getElementById("follow").checked;
+    for (let more = follow; more;) { // follow: whatever was written since
+      const chunk = await api(`/v1/jobs/${jobId}/logs?offset=${offset}`);
+      offset = chunk.next_offset;
+      more = chunk.text !== "";
+      const added = chunk.text.split("\n");
+      lines[lines.length - 1] += added.shift(); // the line the last chunk ended in
+      lines = lines.concat(added).slice(-MAX_LINES);
+    }
+    const log = document.getElementById("log");
+    if (log.textContent !== lines.join("\n")) {
       log.textContent = lines.join("\n");
-      if (document.getElementById("follow").checked) log.scrollTop = log.scrollHeight;
+      if (follow) log.scrollTop = log.scrollHeight;
     }
   };
 }
