@@ -60,6 +60,7 @@ def _has_colour(png: Path, rgb: tuple[int, int, int], tol: int = 12) -> bool:
     return bool((np.abs(px - np.array(rgb)).max(axis=2) <= tol).any())
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # both stores: test_history_api
 def test_dashboard_shows_a_queued_job_start_and_its_preemption(
         serve: ServeProc, browser: Any, tmp_path: Path) -> None:
     token = (serve.data_dir / "admin.token").read_text().strip()

@@ -55,7 +55,7 @@ def history_out(store: Store, who: Caller, since: float, now: float,
 
 def cluster_out(store: Store, policy: str, since: float, now: float,
                 targets: SlaTargets | None = None) -> ClusterOut:
-    jobs, _ = store.history(since)
+    jobs = store.jobs_since(since)
     used = sum(load_alloc(j.allocation).num_workers for j in jobs if j.state in _HOLDING)
     return ClusterOut(policy=policy, total_gpus=sum(n.gpus for n in store.nodes()),
                       used_gpus=used, tiers=tiers(jobs, now, targets or SlaTargets()),

@@ -4,6 +4,7 @@
 
 const TOKEN_KEY = "stint.token";
 const POLL_MS = 1000;
+const TIMELINE_ROWS = 60; // the newest jobs of the window get a row
 const SVG = "http://www.w3.org/2000/svg";
 const HOLDING = new Set(["starting", "running", "checkpointing"]);
 const WAITING = new Set(["queued", "admitted", "preempted", "resumed", "migrating", "resizing"]);
@@ -197,7 +198,11 @@ function drawTiers(tiers) {
 
 // One row per job: its holds as bars (labelled with the allocation), its marks as glyphs.
 function drawTimeline(svg, history, byId) {
-  const ids = [...new Set([...history.segments.map((s) => s.job), ...history.marks.map((m) => m.job)])].sort((a, b) => a - b);
+  const ids = [...new Set([...history.segments.map((s) => s.job), ...history.marks.map((m) => m.job)])]
+    .sort((a, b) => a - b).slice(-TIMELINE_ROWS);
+  const shown = new Set(ids);
+  history = { ...history, segments: history.segments.filter((s) => shown.has(s.job)),
+    marks: history.marks.filter((m) => shown.has(m.job)) };
   const width = svg.clientWidth || 1000;
   const left = 90, right = 10, rowH = 22, top = 18;
   // from the first thing shown (or the window's start), with a margin, to now
