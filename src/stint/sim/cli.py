@@ -86,6 +86,10 @@ def sim(
     if fleet is not None:
         from stint.sim.fleet_run import FleetConfig
 
+        if report is not None:
+            Console(stderr=True).print("[red]error:[/red] --report is for one cluster (not --fleet)")
+            raise typer.Exit(2)
+
         _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
                            tuple(global_opt or ()), policy or "tiresias", tuple(policy_opt or ()), trace,
                            fleet_jobs, load, seed, Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
