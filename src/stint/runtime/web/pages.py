@@ -105,7 +105,7 @@ DASHBOARD = """
   </div>
 </section>
 <section>
-  <h2>Jobs</h2>
+  <h2>Unfinished jobs <small>(finished ones: on the timeline)</small></h2>
   <table id="jobs"><thead><tr><th>job</th><th>name</th><th>user</th><th>state</th>
     <th>workers (min..max)</th><th>tier</th><th>attainment</th><th>submitted</th></tr></thead>
     <tbody></tbody></table>

@@ -8,6 +8,8 @@ const TIMELINE_ROWS = 60; // the newest jobs of the window get a row
 const SVG = "http://www.w3.org/2000/svg";
 const HOLDING = new Set(["starting", "running", "checkpointing"]);
 const WAITING = new Set(["queued", "admitted", "preempted", "resumed", "migrating", "resizing"]);
+// the dashboard lists unfinished jobs (finished ones stay on the timeline, linked to their page)
+const LIVE_QUERY = [...HOLDING, ...WAITING].map((st) => `state=${st}`).join("&");
 const MARK_GLYPH = { preempt: "\u2715", resize: "\u25B2", migrate: "\u25B6" };
 let me = null;
 let generation = 0; // of the polling loop: a new log-in stops the old one
@@ -135,7 +137,7 @@ async function poll(tick, gen) {
 async function dashboardTick() {
   const since = Date.now() / 1000 - Number(document.getElementById("window").value);
   const [jobs, nodes, history, cluster] = await Promise.all([
-    api("/v1/jobs?limit=1000"), api("/v1/nodes"), api(`/v1/history?since=${since}`),
+    api(`/v1/jobs?${LIVE_QUERY}&limit=10000`), api("/v1/nodes"), api(`/v1/history?since=${since}`),
     api(`/v1/cluster?since=${since}`)]);
   const now = history.now;
   const byId = new Map(jobs.map((j) => [j.id, j]));
@@ -181,8 +183,7 @@ function drawQueue(jobs, now) {
 }
 
 function drawJobs(jobs, now) {
-  const recent = jobs.slice(-200).reverse();
-  fill(document.querySelector("#jobs tbody"), recent.map((j) => el("tr", { "data-job": j.id },
+  fill(document.querySelector("#jobs tbody"), [...jobs].reverse().map((j) => el("tr", { "data-job": j.id },
     el("td", {}, jobLink(j)), el("td", {}, j.name), el("td", {}, j.user), el("td", { class: "state" }, j.state),
     el("td", {}, `${workersNow(j)} (${j.min_gpus}..${j.max_gpus})`), el("td", {}, j.tier),
     el("td", {}, j.attainment === null ? "-" : j.attainment.toFixed(2)),
@@ -215,7 +216,8 @@ function drawTimeline(svg, history, byId) {
     el("svg:text", { x: width - right, y: 12, "text-anchor": "end" }, clock(t1))];
   for (const id of ids) {
     const job = byId.get(id);
-    parts.push(el("svg:text", { x: 4, y: row.get(id) + 15 }, `job ${id}${job ? " " + job.name : ""}`.slice(0, 14)));
+    parts.push(el("svg:a", { href: `/ui/jobs/${id}` },
+      el("svg:text", { x: 4, y: row.get(id) + 15 }, `job ${id}${job ? " " + job.name : ""}`.slice(0, 14))));
   }
   for (const s of history.segments) {
     const x0 = x(s.start), x1 = x(s.end === null ? t1 : s.end);
