@@ -241,7 +241,9 @@ function drawTimeline(svg, history, byId) {
 // GPU utilization (filled, left axis 0..100 %) and waiting jobs (line, right axis).
 function drawUtilization(svg, history) {
   const width = svg.clientWidth || 700, height = 220, pad = 30;
-  const t0 = history.since, t1 = Math.max(history.now, t0 + 1);
+  const first = Math.min(history.now, ...[history.utilization, history.waiting].filter((s) => s.length).map((s) => s[0][0]));
+  const t1 = Math.max(history.now, history.since + 1);
+  const t0 = Math.max(history.since, first - Math.max(5, (t1 - first) * 0.05)); // from the first change
   const x = (t) => pad + ((Math.max(t0, t) - t0) / (t1 - t0)) * (width - 2 * pad);
   const maxWait = Math.max(1, ...history.waiting.map((p) => p[1]));
   const yu = (v) => height - pad - (v / Math.max(1, history.total_gpus)) * (height - 2 * pad);
