@@ -120,6 +120,7 @@ async function enter() {
 async function poll(tick, gen) {
   while (me !== null && gen === generation) {
     const status = document.getElementById("status");
+    const began = Date.now();
     try {
       await tick();
       status.textContent = `updated ${clock(Date.now() / 1000)}`;
@@ -129,7 +130,8 @@ async function poll(tick, gen) {
       status.textContent = `cannot reach the control plane: ${e.message}`;
       status.classList.add("error");
     }
-    await new Promise((r) => setTimeout(r, POLL_MS));
+    // a big cluster's reads take longer: poll no more than a third of the time
+    await new Promise((r) => setTimeout(r, Math.max(POLL_MS, 2 * (Date.now() - began))));
   }
 }
 
