@@ -12,13 +12,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_helpers import STINT, ServeProc, wait_for
+from rt_helpers import ServeProc, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +33,7 @@ def _chromium() -> str:
     pytest.skip(why)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     exe = _chromium()
     os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
@@ -123,12 +122,15 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
 
 
 def test_sim_report_opens_from_disk_with_no_network(browser: Any, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from stint.cli import app
+
     out = tmp_path / "report"
-    r = subprocess.run([STINT, "sim", "--trace", "pollux:1", "--limit", "40", "--policy",
-                        "fifo,tiresias", "--out", str(tmp_path / "results"), "--no-plots",
-                        "--report", str(out)], capture_output=True, text=True, timeout=240,
-                       check=False)
-    assert r.returncode == 0, r.stderr
+    r = CliRunner().invoke(app, ["sim", "--trace", "pollux:1", "--limit", "20", "--policy",
+                                 "fifo,tiresias", "--out", str(tmp_path / "results"),
+                                 "--no-plots", "--report", str(out)])
+    assert r.exit_code == 0, r.output
     html = out / "report.html"
     assert [p.name for p in out.iterdir()] == ["report.html"]  # nothing else to load
     context = browser.new_context()
