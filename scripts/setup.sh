@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# The dashboard's browser test drives Debian's chromium with Playwright: never a browser download.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+if ! command -v chromium >/dev/null && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver
+fi
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # The CPU build of torch 2.13.0 is on this disk; install it first so nothing pulls a CUDA build.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -36,7 +36,8 @@ def figure(width: float, height: float) -> Any:
     return fig
 
 
-def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path, max_points: int = 2000) -> None:
+def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path | IO[bytes],
+            max_points: int = 2000) -> None:
     """Empirical CDF of job completion times, one line per policy, log-scaled time axis."""
     fig = figure(7, 4.5)
     ax = fig.add_subplot()
@@ -54,13 +55,13 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path, max_points: int = 2
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.97)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")
 
 
 def over_time(
     series: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
     total_gpus: int,
-    path: Path,
+    path: Path | IO[bytes],
     max_points: int = 2000,
 ) -> None:
     """GPU utilization and waiting jobs over time (days), one line per policy, as step plots."""
@@ -82,4 +83,4 @@ def over_time(
         ax.grid(True, alpha=0.3)
     top.legend(loc="upper right", fontsize="small")
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.09, top=0.97, hspace=0.08)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")

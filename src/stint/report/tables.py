@@ -22,7 +22,7 @@ COLUMNS = [
 ]
 
 
-def _fmt(value: Any, style: str) -> str:
+def fmt(value: Any, style: str) -> str:
     if style == "h":
         return f"{value / 3600:,.2f}"
     if style == "d":
@@ -37,5 +37,5 @@ def summary_table(summaries: Mapping[str, Mapping[str, Any]], title: str = "") -
     for _, label, _ in COLUMNS:
         table.add_column(label, justify="right")
     for policy, s in summaries.items():
-        table.add_row(policy, *(_fmt(s[k], st) if k in s else "" for k, _, st in COLUMNS))
+        table.add_row(policy, *(fmt(s[k], st) if k in s else "" for k, _, st in COLUMNS))
     return table

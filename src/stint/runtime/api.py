@@ -26,16 +26,20 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
+from stint.runtime.reads import cluster_out, history_out, progress_out
 from stint.runtime.schemas import (
     MAX_COMMAND_BYTES,
     MAX_ID,
     USER_NAME,
+    ClusterOut,
+    HistoryOut,
     JobDetail,
     JobIn,
     JobOut,
     LogsOut,
     MigrateIn,
     NodeOut,
+    ProgressOut,
     ResizeIn,
     TokenIn,
     TokenOut,
@@ -84,6 +88,7 @@ class ApiSettings:
     own_account: str = field(default_factory=getpass.getuser)
     admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
     limits: UserLimits = field(default_factory=UserLimits)
+    policy: str = ""  # the controller's policy, for people (``/v1/cluster``)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -111,6 +116,9 @@ async def _caller(
 
 Who = Annotated[Caller, Depends(_caller)]
 JobId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
+# The start of a window in wall seconds (default: an hour ago).
+Since = Annotated[float | None, Query(ge=0.0, le=1e12, allow_inf_nan=False)]
+HISTORY_S = 3600.0
 
 
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
@@ -167,10 +175,37 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: JobId, who: Who,
-             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0) -> LogsOut:
+             offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0,
+             tail: Annotated[int | None, Query(ge=0, le=LOG_CHUNK)] = None) -> LogsOut:
+        """The log from ``offset``; ``tail``: its last ``tail`` bytes instead."""
         job = own_job(job_id, who)
-        text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
+        path = settings.jobs_dir / str(job_id) / "log.txt"
+        if tail is not None:
+            offset = max(0, _log_size(path) - tail)
+        text, nxt = _read_log(path, offset)
         return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
+
+    @app.get("/v1/jobs/{job_id}/progress")
+    def progress(job_id: JobId, who: Who) -> ProgressOut:
+        job = own_job(job_id, who)
+        return progress_out(settings.jobs_dir / str(job_id) / "status.json", job.total_steps)
+
+    @app.get("/v1/history")
+    def history(who: Who, since: Since = None,
+                job: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None) -> HistoryOut:
+        """The timeline of allocations (preemptions, resizes, migrations marked), GPUs held
+        and jobs waiting over time, from ``since``; ``job``: that job's alone."""
+        now = settings.clock()
+        if job is not None:
+            own_job(job, who)
+        return history_out(store, who, now - HISTORY_S if since is None else since, now, job)
+
+    @app.get("/v1/cluster")
+    def cluster(who: Who, since: Since = None) -> ClusterOut:
+        """The policy, GPUs, SLA attainment per tier of the jobs since ``since``."""
+        now = settings.clock()
+        return cluster_out(store, settings.policy, now - HISTORY_S if since is None else since,
+                           now)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202)
     def cancel(job_id: JobId, who: Who) -> JobOut:
@@ -267,6 +302,9 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
             runs_as = settings.own_account
         return WhoAmI(user=who.name, admin=who.is_admin, os_user=runs_as)
 
+    from stint.runtime.web import mount
+
+    mount(app)  # the dashboard (/ui): pages that read this API
     return app
 
 
@@ -397,6 +435,14 @@ def _read_log(path: Path, offset: int) -> tuple[str, int]:
     if len(data) == LOG_CHUNK:
         data = data[:len(data) - _partial_tail(data)]
     return data.decode("utf-8", errors="replace"), offset + len(data)
+
+
+def _log_size(path: Path) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _partial_tail(data: bytes) -> int:

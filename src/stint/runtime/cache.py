@@ -178,7 +178,8 @@ def _chunks(ids: list[int]) -> Iterable[list[int]]:
 
 # Columns users read and no policy sees (the waiting reason, the policy's decision, the forecast):
 # a change to them alone is not reported as a change.
-NOTE_COLUMNS = frozenset({"reason", "decision", "est_start_at", "est_finish_at"})
+NOTE_COLUMNS = frozenset({"reason", "decision", "est_start_at", "est_finish_at",
+                          "queue_position"})
 _COLUMNS = tuple(c.key for c in Job.__table__.columns if c.key not in NOTE_COLUMNS)
 
 

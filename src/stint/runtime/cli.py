@@ -195,8 +195,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
                 "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
-                "worker_counts", "target", "decision", "attainment", "est_start_at",
-                "est_finish_at"):
+                "worker_counts", "target", "decision", "attainment", "queue_position",
+                "est_start_at", "est_finish_at"):
         typer.echo(f"{key:>15}: {row[key]}")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [

@@ -172,6 +172,7 @@ class Controller:
                      and down == self._down)
             if quiet and not self._tick_due(now):
                 report.skipped = True
+                self._forecast_safely(now)  # one that was not due at the last change may be now
                 return report
             self._pending.update(str(i) for i in self.cache.refresh(r, now))
         jobs = self.cache.rows
@@ -209,12 +210,15 @@ class Controller:
             self._last_plan_at = now
         self._dirty = bool(rec.items or effects)
         self._enact(effects, now, report)
+        self._forecast_safely(now)
+        return report
+
+    def _forecast_safely(self, now: float) -> None:
         try:
             self.forecast(now)
         except Exception:  # a forecast is advice: its failure must not stop the loop
             log.exception("forecast failed; estimated starts are not updated")
             self.cache.invalidate()
-        return report
 
     def _commit(self, rec: _Recorder) -> None:
         """Write the columns the step changed (only those: the API may have set request columns
@@ -482,6 +486,8 @@ class Controller:
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if _policy_sees(j)]
         est = forecast(self.cluster, statuses, make(), self.perf, t)
+        place = queue_positions([(st.job_id, est[st.job_id].order) for st in statuses
+                                 if not st.allocation])
         # Written straight to the store, not through the cached rows: those may hold this step's
         # lifecycle changes, which an executor's report (a launch) has already moved past.
         with self.store.session() as w:
@@ -489,7 +495,8 @@ class Controller:
                 e = est[st.job_id]
                 w.execute(update(Job).where(Job.id == int(st.job_id)).values(
                     est_start_at=None if e.start_s is None else self.epoch + e.start_s,
-                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s))
+                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s,
+                    queue_position=place.get(st.job_id)))
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
         """The capacity ledger as policies see it: every active job's logical allocation, and
@@ -651,6 +658,15 @@ class Controller:
             if job.state in HOLDING:
                 take(free, load_alloc(job.allocation))
         return free
+
+
+def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
+    """Queue positions (1 = next) of the waiting jobs, given in arrival order with their place
+    among the forecast's starts (``Estimate.order``): the order their policy, replayed forward,
+    starts them in; the jobs it does not start within its horizon come last, by arrival."""
+    ranked = sorted(range(len(waiting)), key=lambda i: (
+        waiting[i][1] is None, waiting[i][1] or 0, i))
+    return {waiting[i][0]: place for place, i in enumerate(ranked, 1)}
 
 
 class _Lookup(Mapping[str, Any]):

@@ -187,6 +187,10 @@ class JobOut(BaseModel):
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
     est_start_at: float | None  # forecast (re)start, wall seconds (``FORECAST_BASIS``)
     est_finish_at: float | None
+    # A waiting (queued or preempted) job's place in its policy's queue: 1 starts next. The
+    # order the forecast's replay of the policy starts the waiting jobs in (ties: arrival);
+    # None while it runs or holds an admission, or when there is no forecast.
+    queue_position: int | None
     os_user: str | None  # the OS account it runs as (None: the control plane's)
     cwd: str | None
     env: dict[str, str]
@@ -201,7 +205,7 @@ class JobOut(BaseModel):
             id=job.id, name=job.name, user=user, command=json.loads(job.command), gpus=job.gpus,
             min_gpus=job.min_gpus, max_gpus=job.max_gpus, tier=job.tier, priority=job.priority,
             deadline_s=job.deadline_s, state=job.state, reason=job.reason, attempt=job.attempt,
-            allocation={_name(node_names, n): c for n, c in alloc.workers},
+            allocation={node_name(node_names, n): c for n, c in alloc.workers},
             submitted_at=job.submitted_at, first_start_at=job.first_start_at,
             finished_at=job.finished_at, failures=job.failures, preemptions=job.preemptions,
             exit_code=job.exit_code, attained_gpu_s=job.attained_gpu_s,
@@ -209,15 +213,20 @@ class JobOut(BaseModel):
             cancel_requested=job.cancel_requested, est_s=job.est_s, total_steps=job.total_steps,
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
-            target={_name(node_names, n): c for n, c in load_alloc(job.target).workers},
+            target={node_name(node_names, n): c for n, c in load_alloc(job.target).workers},
             decision=job.decision, est_start_at=job.est_start_at,
             est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
+            queue_position=job.queue_position if job.state in _WAITING and not job.target
+            else None,
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
         )
 
 
-def _name(names: list[str], position: int) -> str:
+_WAITING = frozenset({"queued", "preempted"})
+
+
+def node_name(names: list[str], position: int) -> str:
     return names[position] if 0 <= position < len(names) else f"#{position}"
 
 
@@ -262,3 +271,61 @@ def live_attainment(job: Job, now: float) -> float | None:
         return None
     end = job.finished_at if job.finished_at is not None else now
     return attainment(done, max(0.0, end - job.submitted_at))
+
+
+class SegmentOut(BaseModel):
+    job: int
+    attempt: int
+    start: float
+    end: float | None  # None: it still holds the allocation
+    allocation: dict[str, int]  # node name -> workers
+    ended: str  # the state it went to ("" while it holds)
+
+
+class MarkOut(BaseModel):
+    job: int
+    at: float
+    kind: str  # "preempt", "resize" or "migrate"
+    reason: str
+
+
+class HistoryOut(BaseModel):
+    """The timeline (``runtime.history``) from ``since`` to ``now``: the caller's jobs' holds and
+    marks (every job's for an admin); GPUs held and jobs waiting over every job, as step series
+    of ``[time, value]`` (wall seconds; the value holds until the next point)."""
+
+    since: float
+    now: float
+    total_gpus: int
+    segments: list[SegmentOut]
+    marks: list[MarkOut]
+    utilization: list[tuple[float, int]]
+    waiting: list[tuple[float, int]]
+
+
+class TierOut(BaseModel):
+    tier: str
+    target: float | None  # the attainment a job of the tier must reach (None: best effort)
+    jobs: int  # jobs of the tier in the window (submitted, or not finished, since ``since``)
+    met: int  # of them, those whose attainment so far meets the target
+    mean_attainment: float | None
+
+
+class ClusterOut(BaseModel):
+    """The cluster at a glance: its policy, GPUs, SLA attainment per tier over every job of the
+    window, and what the estimated starts assume."""
+
+    policy: str
+    total_gpus: int
+    used_gpus: int
+    tiers: list[TierOut]
+    forecast_basis: str
+
+
+class ProgressOut(BaseModel):
+    """The SDK's last progress report of a job (its ``status.json``); None where not reported."""
+
+    step: int | None
+    total_steps: int | None
+    checkpoint_step: int | None  # the step of its last checkpoint
+    reported_at: float | None  # when it was written (wall seconds)

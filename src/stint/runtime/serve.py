@@ -348,7 +348,7 @@ def serve(opts: ServeOptions) -> None:
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
                                         own_account=me,
                                         admin_token_file=opts.data_dir / "admin.token",
-                                        limits=opts.limits))
+                                        limits=opts.limits, policy=opts.policy))
     add_health_route(app, loop)
     add_metrics(app, metrics)
     log.warning("listening on http://%s:%d (API under /v1, Prometheus metrics at /metrics); "

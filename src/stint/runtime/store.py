@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     create_engine,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -453,6 +455,22 @@ class Store:
             q = select(Transition).where(Transition.job_id == job_id).order_by(Transition.id)
             return list(s.scalars(q))
 
+    def history(self, since: float, job_id: int | None = None
+                ) -> tuple[list[Job], list[Transition]]:
+        """The jobs not finished before ``since`` (or just ``job_id``), in id order, and all
+        their transitions in the order they were written (``runtime.history`` reads them)."""
+        which = (Job.id == job_id) if job_id is not None else _since(since)
+        with self.read() as s:
+            rows = list(s.scalars(select(Job).where(which).order_by(Job.id)))
+            ids = select(Job.id).where(which)
+            q = select(Transition).where(Transition.job_id.in_(ids)).order_by(Transition.id)
+            return rows, list(s.scalars(q))
+
+    def jobs_since(self, since: float) -> list[Job]:
+        """The jobs not finished before ``since``, in id order."""
+        with self.read() as s:
+            return list(s.scalars(select(Job).where(_since(since)).order_by(Job.id)))
+
     def request(self, job_id: int, caller: Caller, kind: str, value: str, now: float,
                 **columns: Any) -> None:
         """Record an operator request (``cancel``, ``preempt``, ``resize``, ``migrate``) and set
@@ -480,6 +498,10 @@ class Store:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
 
 
+def _since(t: float) -> ColumnElement[bool]:
+    return or_(Job.finished_at.is_(None), Job.finished_at >= t)
+
+
 class Writes(Protocol):
     """Where transition rows go: a session, or the controller's step recorder."""
 
@@ -502,4 +524,5 @@ def record_transition(
     job.state = dst
     job.reason = reason
     job.last_change_at = now
-    s.add(Transition(job_id=job.id, src=src, dst=dst, at=now, attempt=job.attempt, reason=reason))
+    s.add(Transition(job_id=job.id, src=src, dst=dst, at=now, attempt=job.attempt, reason=reason,
+                     allocation=job.allocation if dst == JobState.STARTING else None))

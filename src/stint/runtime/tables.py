@@ -98,6 +98,9 @@ class Job(Base):
     # The controller's forecast (``sim.forecast``), wall seconds; None: none, or not within it.
     est_start_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     est_finish_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Its place among the waiting jobs in the order the forecast starts them (1 = next; None:
+    # not waiting, or no forecast), written with the forecast (``view.queue_positions``).
+    queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -115,6 +118,9 @@ class Transition(Base):
     at: Mapped[float] = mapped_column(Float)
     attempt: Mapped[int] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(Text, default="")
+    # For a transition to ``starting``: the allocation the new attempt holds (as ``Job``'s);
+    # None for every other one (the timeline and utilization series read it).
+    allocation: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class StoreMeta(Base):

@@ -63,6 +63,10 @@ def sim(
         help="Tier shares by job count for traces without tiers, e.g. premium=0.1,standard=0.3,basic=0.6 "
         "[default: 0.1, 0.6, 0.3].")] = None,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
+    report: Annotated[Path | None, typer.Option(help="Also write DIR/report.html: the run on one "
+                                                "self-contained page (opens from disk, no network).")] = None,
+    report_window: Annotated[str, typer.Option(help="With --report: the timeline's window, START:END "
+                                               "in hours since the first arrival.")] = "0:6",
     fleet: Annotated[Path | None, typer.Option(help="A fleet TOML (docs/fleet.md): simulate regions of "
                                                "clusters under global schedulers.")] = None,
     global_: Annotated[str, typer.Option("--global", help="With --fleet: comma-separated global "
@@ -81,6 +85,10 @@ def sim(
 
     if fleet is not None:
         from stint.sim.fleet_run import FleetConfig
+
+        if report is not None:
+            Console(stderr=True).print("[red]error:[/red] --report is for one cluster (not --fleet)")
+            raise typer.Exit(2)
 
         _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
                            tuple(global_opt or ()), policy or "tiresias", tuple(policy_opt or ()), trace,
@@ -126,6 +134,19 @@ def sim(
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    try:
+        window = _window(report_window)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    from stint.report.html import Timeline
+
+    timelines: dict[str, Timeline] = {}
+
+    def watch(name: str, first_s: float) -> Timeline:
+        tl = timelines[name] = Timeline(first_s + window[0] * 3600, first_s + window[1] * 3600)
+        return tl
+
     cfg = SimConfig(
         trace=trace,
         policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
@@ -150,7 +171,7 @@ def sim(
                     tasks[name] = bar.add_task(name, total=total)
                 bar.update(tasks[name], completed=done)
 
-            trace_obj, cluster, results = run_all(cfg, progress)
+            trace_obj, cluster, results = run_all(cfg, progress, watch if report else None)
         summaries = write_results(out, results)
     except (TraceError, UnknownPolicyError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -168,8 +189,29 @@ def sim(
         console.print(_models_line(results))
         pngs = ", jct_cdf.png, over_time.png" if plots else ""
         console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
+    if report is not None:
+        from stint.report.html import write_report
+
+        for name, tl in timelines.items():
+            tl.finish({r.job_id: r.finish_s for r in results[name].records})
+        gpn = cluster.nodes[0].capacity.gpu
+        page = write_report(report, f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on "
+                            f"{cluster.num_nodes} x {gpn:g} GPUs", cluster.total_gpus, results,
+                            summaries, timelines)
+        err.print(f"report in {page}")
     if plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)
+
+
+def _window(text: str) -> tuple[float, float]:
+    """``--report-window START:END`` (hours)."""
+    try:
+        a, b = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise ValueError(f"--report-window must be START:END in hours (got {text!r})") from None
+    if not 0 <= a < b:
+        raise ValueError(f"--report-window: need 0 <= START < END (got {text!r})")
+    return a, b
 
 
 def sweep(

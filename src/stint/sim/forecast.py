@@ -30,6 +30,7 @@ class Estimate:
 
     start_s: float | None  # when it next gets GPUs (now, for a job that holds them)
     finish_s: float | None
+    order: int | None = None  # a waiting job's place among the forecast's starts (0 = first)
 
 
 HORIZON_S = 86_400.0  # a forecast looks one day ahead at most (its cost is bounded by it)
@@ -41,13 +42,16 @@ def forecast(cluster: Cluster, active: Sequence[JobStatus], policy: Policy, perf
     """Estimated (re)start and finish of every job in ``active`` from ``now``, up to
     ``now + horizon_s`` (beyond it: None)."""
     starts: dict[str, float] = {st.job_id: now for st in active if st.allocation}
+    order: dict[str, int] = {}  # waiting jobs in the order the policy starts them
 
     def record(t: float, a: Action) -> None:
         if a.kind in (ActionKind.START, ActionKind.RESUME) and a.job_id not in starts:
             starts[a.job_id] = t
+            order[a.job_id] = len(order)
 
     sim = Simulator(cluster, (), policy, perf, costs or CostModel.free(), on_action=record,
                     resume_from=active, start_s=now, end_s=now + horizon_s)
     finished = {r.job_id: r.finish_s for r in sim.run().records
                 if r.completed and r.finish_s <= now + horizon_s}
-    return {st.job_id: Estimate(starts.get(st.job_id), finished.get(st.job_id)) for st in active}
+    return {st.job_id: Estimate(starts.get(st.job_id), finished.get(st.job_id),
+                                order.get(st.job_id)) for st in active}

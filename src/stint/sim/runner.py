@@ -21,6 +21,7 @@ from stint.model.cluster import Cluster
 from stint.perf.profile import ProfileModel
 from stint.policies.base import PerfModel
 from stint.policies.registry import make_with_options
+from stint.reconcile import Action
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
@@ -77,8 +78,13 @@ def perf_for(trace: Trace, policy: str, batch: str) -> tuple[PerfModel, str]:
     return trace.perf, "fixed"
 
 
-def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cluster, dict[str, RunResult]]:
-    """Load the trace once and run each policy on it in turn."""
+# A run's observer of actions, made per policy from its name and the trace's first arrival.
+Watch = Callable[[str, float], Callable[[float, Action], None]]
+
+
+def run_all(cfg: SimConfig, progress: Progress | None = None, watch: Watch | None = None
+            ) -> tuple[Trace, Cluster, dict[str, RunResult]]:
+    """Load the trace once and run each policy on it in turn (``watch``: see ``Watch``)."""
     for name in cfg.policies:
         make_with_options(name, cfg.policy_options)  # fail fast on bad names and options
     trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples,
@@ -87,20 +93,23 @@ def run_all(cfg: SimConfig, progress: Progress | None = None) -> tuple[Trace, Cl
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
     results = {}
+    first = min(j.arrival_s for j in trace.jobs)
     for name in cfg.policies:
         cb = (lambda done, total, n=name: progress(n, done, total)) if progress else None
-        results[name] = run_policy(cfg, trace, cluster, name, cb)
+        results[name] = run_policy(cfg, trace, cluster, name, cb,
+                                   watch(name, first) if watch else None)
     return trace, cluster, results
 
 
 def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
-               on_progress: Callable[[int, int], None] | None = None) -> RunResult:
+               on_progress: Callable[[int, int], None] | None = None,
+               on_action: Callable[[float, Action], None] | None = None) -> RunResult:
     """One policy on a loaded trace, with the config's costs, batch mode and decision period."""
     costs = cfg.cost_model(trace)
     perf, batch = perf_for(trace, name, cfg.batch)
     sim = Simulator(
         cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
-        on_progress=on_progress, decision_period_s=cfg.decision_period_s,
+        on_progress=on_progress, decision_period_s=cfg.decision_period_s, on_action=on_action,
     )
     return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
 
