@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from stint.config import MAX_COMMAND_BYTES
 from stint.model.job import Tier
 from stint.model.sla import attainment
 from stint.runtime.store import load_alloc
@@ -15,9 +16,6 @@ from stint.runtime.tables import Job, Transition
 from stint.runtime.view import worker_counts
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
-# What the OS must accept when it starts the worker (Linux: ARG_MAX covers argv and environment
-# together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
-MAX_COMMAND_BYTES = 256 * 1024
 MAX_ENV_BYTES = 64 * 1024
 Text = Annotated[str, Field(max_length=4096)]
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -155,6 +153,21 @@ class WhoAmI(BaseModel):
     os_user: str | None  # the OS account the caller's jobs run as (None: the control plane's)
 
 
+class Progress(BaseModel):
+    """The SDK's last report of a job (rank 0's ``status.json``): the step it is at and the step
+    of its newest checkpoint."""
+
+    step: int | None
+    checkpoint_step: int | None
+
+    @staticmethod
+    def of(rec: dict[str, object]) -> Progress:
+        def num(key: str) -> int | None:
+            v = rec.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return Progress(step=num("step"), checkpoint_step=num("checkpoint_step"))
+
+
 class JobOut(BaseModel):
     id: int
     name: str
@@ -193,9 +206,11 @@ class JobOut(BaseModel):
     # SLA attainment (``stint.model.sla``), so far for a job that has not finished; None if it
     # was rejected or cancelled before running
     attainment: float | None = None
+    progress: Progress | None = None  # None: no report (not an SDK job, or it has not run)
 
     @staticmethod
-    def of(job: Job, user: str, node_names: list[str], now: float | None = None) -> JobOut:
+    def of(job: Job, user: str, node_names: list[str], now: float | None = None,
+           progress: Progress | None = None) -> JobOut:
         alloc = load_alloc(job.allocation)
         return JobOut(
             id=job.id, name=job.name, user=user, command=json.loads(job.command), gpus=job.gpus,
@@ -214,6 +229,7 @@ class JobOut(BaseModel):
             est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
+            progress=progress,
         )
 
 
