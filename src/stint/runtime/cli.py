@@ -240,20 +240,84 @@ def submit(
 
 
 def jobs(
-    state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state.")] = None,
+    state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state "
+                                                    "(repeatable).")] = None,
+    user: Annotated[str | None, typer.Option(help="Only this user's jobs (another user's: "
+                                             "admin only).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the N most recent jobs.", min=1)]
+    = None,
+    wide: Annotated[bool, typer.Option("--wide", "-w", help="More columns: nodes, priority, "
+                                       "SLA, est. finish, attempt, preemptions, "
+                                       "checkpoint.")] = False,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
-    """List jobs (yours; all of them for the admin)."""
-    rows = _call((server, data_dir, token), lambda c: c.jobs(state))
+    """List jobs (yours; all of them for the admin), oldest first: state, tier, workers now /
+    min..max, progress (step of total), age, wait, estimated start and why a job waits."""
+    rows = _call((server, data_dir, token), lambda c: c.jobs(state, user))
+    if limit is not None:
+        rows = rows[-limit:]
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
     now = time.time()
-    _table(["ID", "NAME", "USER", "STATE", "TIER", "SLA", "GPUS", "WHERE", "ATTEMPT", "EST START",
-            "REASON"], [
-        [r["id"], r["name"], r["user"], r["state"], r["tier"], _sla(r.get("attainment")),
-         f'{r["min_gpus"]}-{r["gpus"]}-{r["max_gpus"]}', _where(r["allocation"]), r["attempt"],
-         _eta(r, now), r["reason"][:50]] for r in rows])
+    header = ["ID", "NAME", "USER", "STATE", "TIER", "WORKERS", "PROGRESS", "AGE", "WAIT",
+              "EST START", "REASON"]
+    extra = ["NODES", "PRIORITY", "SLA", "EST FINISH", "ATTEMPT", "PREEMPTS", "CKPT"]
+    table = []
+    for r in rows:
+        cells = [r["id"], r["name"] or "-", r["user"], r["state"], r["tier"], _workers(r),
+                 _progress(r), _span(now - r["submitted_at"]), _wait(r, now), _eta(r, now),
+                 r["reason"] if wide else r["reason"][:50]]
+        if wide:
+            ckpt = (r.get("progress") or {}).get("checkpoint_step")
+            cells[-1:-1] = [_where(r["allocation"]) if r["state"] in _HOLDING else "-",
+                            f'{r["priority"]:g}', _sla(r.get("attainment")),
+                            _eta(r, now, "est_finish_at"), r["attempt"], r["preemptions"],
+                            "-" if ckpt is None else ckpt]
+        table.append(cells)
+    _table(header[:-1] + extra + header[-1:] if wide else header, table)
+
+
+_HOLDING = ("starting", "running", "checkpointing")  # states that hold GPUs (``states.HOLDING``)
+_WAITING = ("queued", "preempted", "admitted", "resumed", "migrating", "resizing")
+
+
+def _workers(row: dict[str, Any]) -> str:
+    """Workers it runs on now / the range it may run on ("2/1..4"; "2" for a rigid job)."""
+    now = sum(row["allocation"].values()) if row["state"] in _HOLDING else 0
+    lo, hi = row["min_gpus"], row["max_gpus"]
+    bounds = str(lo) if lo == hi else f"{lo}..{hi}"
+    return f"{now if row['state'] not in _ENDED else '-'}/{bounds}"
+
+
+def _progress(row: dict[str, Any]) -> str:
+    """The step the SDK last reported, of the declared total ("120/300"); "-" if unknown."""
+    step = (row.get("progress") or {}).get("step")
+    total = row.get("total_steps")
+    if step is None:
+        return "-" if total is None else f"0/{total}" if row["state"] in _WAITING else "-"
+    return str(step) if total is None else f"{step}/{total}"
+
+
+def _span(seconds: float) -> str:
+    """A duration as kubectl shows an age: 42s, 5m10s, 3h05m, 2d04h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _wait(row: dict[str, Any], now: float) -> str:
+    """Submission to first start (so far, if it has not started; "-" if it never will)."""
+    start = row.get("first_start_at")
+    if start is not None:
+        return _span(start - row["submitted_at"])
+    end = row.get("finished_at")
+    return "-" if end is not None else _span(now - row["submitted_at"])
 
 
 def _sla(value: float | None) -> str:
@@ -261,13 +325,14 @@ def _sla(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _eta(row: dict[str, Any], now: float) -> str:
-    """A waiting job's forecast start, relative to now ("in 2m05s"); "-" when there is none."""
-    at = row.get("est_start_at")
-    if at is None or row["state"] not in ("queued", "preempted", "admitted"):
+def _eta(row: dict[str, Any], now: float, key: str = "est_start_at") -> str:
+    """A forecast time relative to now ("in 2m05s"): the start of a waiting job, or (``key``
+    est_finish_at) the finish of an unfinished one; "-" when there is none."""
+    at = row.get(key)
+    waiting = row["state"] in ("queued", "preempted", "admitted")
+    if at is None or (key == "est_start_at" and not waiting) or row["state"] in _ENDED:
         return "-"
-    left = max(0, int(at - now))
-    return f"in {left // 60}m{left % 60:02d}s" if left >= 60 else f"in {left}s"
+    return f"in {_span(at - now)}"
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
