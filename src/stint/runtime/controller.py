@@ -151,10 +151,6 @@ class Controller:
             log.warning("slow controller step: %.2f s (policy %.2f s, %d actions; threshold "
                         "%.2f s)", seconds, report.plan_s, len(report.actions),
                         self.config.slow_step_s)
-        for a in report.actions:  # one line per decision
-            log.info("decision: policy %s: %s job %s: %s -> %s%s", self.policy.name, a.kind,
-                     a.job_id, _where(self, a.before) or "nothing",
-                     _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
         if self.metrics is None:
             return
         self.metrics.step_s.observe(seconds)
@@ -467,9 +463,12 @@ class Controller:
                        {j: known[j].spec for j in named}, ledger)
         for action, why in staged.refusals:
             self._refuse(report, action, why)
-        for action in staged.actions:
-            self._apply_action(s, jobs[int(action.job_id)], action, now, effects)
-            report.actions.append(action)
+        for a in staged.actions:
+            log.info("decision: policy %s: %s job %s: %s -> %s%s", self.policy.name, a.kind,
+                     a.job_id, _where(self, a.before) or "nothing",
+                     _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
+            self._apply_action(s, jobs[int(a.job_id)], a, now, effects)
+            report.actions.append(a)
         self._forecast_stale = True
 
     def forecast(self, now: float) -> None:
