@@ -90,6 +90,9 @@ def test_flags_given_win_over_the_file_and_only_those(tmp_path: Path) -> None:
     ("[server]\nport = \"x\"\n", 2, "server.port: must be an integer"),
     ("server.port = 70000\n", 1, "server.port: must be in 0..65535"),
     ("[policy.options]\npremium = 0.9\n", 2, "policy.options.premium: tier targets belong in"),
+    ('[policy]\nname = "oasis"\n[policy.options]\nslot = 5\n', 4,
+     "policy.options.slot: policy 'oasis' has no option 'slot'; valid: slot_s"),
+    ('[policy]\nname = "nope"\n', 2, "policy.name: unknown policy 'nope'"),
 ])
 def test_errors_name_the_file_the_line_and_the_key(tmp_path: Path, text: str, line: int,
                                                    words: str) -> None:

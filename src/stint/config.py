@@ -388,8 +388,27 @@ def _policy(t: _Table) -> PolicyConfig:
         if key in _TIER_KEYS:
             raise t.doc.error(f"policy.options.{key}", f"tier targets belong in [tiers] "
                               f"({key} = ...), which every policy that takes them reads")
-    return PolicyConfig(t.opt_text("name"),
-                        tuple(f"{k}={_text(t.doc, k, v)}" for k, v in opts.data.items()))
+    name = t.opt_text("name")
+    if name is not None:
+        _check_option_keys(t, name, list(opts.data))
+    return PolicyConfig(name, tuple(f"{k}={_text(t.doc, k, v)}" for k, v in opts.data.items()))
+
+
+def _check_option_keys(t: _Table, name: str, keys: list[str]) -> None:
+    """The policy is registered and takes each option key (the values' types are checked when
+    the policy is built, with the key named)."""
+    from stint.policies.registry import UnknownPolicyError, options_of
+
+    try:
+        valid = options_of(name)
+    except UnknownPolicyError as exc:
+        raise t.doc.error("policy.name", str(exc).strip("'\"")) from None
+    for key in keys:
+        target, dot, rest = key.replace("-", "_").partition(".")
+        if (rest if dot else target) not in valid and (not dot or target == name):
+            listed = ", ".join(f"{k} ({v})" for k, v in valid.items()) or "none"
+            raise t.doc.error(f"policy.options.{key}", f"policy {name!r} has no option "
+                              f"{rest if dot else target!r}; valid: {listed}")
 
 
 def _tiers(t: _Table) -> SlaTargets:
