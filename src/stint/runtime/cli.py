@@ -130,8 +130,9 @@ def serve(
     if print_config:
         typer.echo(dump(cfg), nl=False)
         return
-    logging.basicConfig(level=cfg.server.log_level.upper(),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    level = getattr(logging, cfg.server.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))  # migrations: at debug
     try:
         run(cfg)
     except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
@@ -348,6 +349,10 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "worker_counts", "target", "decision", "attainment", "est_start_at",
                 "est_finish_at"):
         typer.echo(f"{key:>15}: {row[key]}")
+
+    ckpt = (row.get("progress") or {}).get("checkpoint_step")
+    typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
+               f"{'none' if ckpt is None else f'step {ckpt}'})")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
         [f'{t["at"] - t0:.2f}', t["src"] or "-", t["dst"], t["attempt"], t["reason"]]

@@ -167,8 +167,8 @@ def read_json_nofollow(path: str, limit: int = 1 << 20) -> Any:
         return None
 
 
-def _log(msg: str) -> None:
-    sys.stderr.write(f"[stint-shim {time.strftime('%H:%M:%S')}] {msg}\n")
+def _log(msg: str, prefix: str = "") -> None:
+    sys.stderr.write(f"{prefix}[stint-shim {time.strftime('%H:%M:%S')}] {msg}\n")
     sys.stderr.flush()
 
 
@@ -252,7 +252,7 @@ class _Supervisor:
         try:
             child = self._start()
         except (OSError, LookupError, subprocess.SubprocessError) as e:
-            _log(f"cannot start {self.command[0]!r}: {e}")
+            _log(f"cannot start {self.command[0]!r}: {e}", self.prefix)
             self._record(127, f"cannot start {self.command[0]!r}: {e}")
             return 0
         write_json_atomic(
@@ -331,12 +331,12 @@ class _Supervisor:
             return
         self.stop_kind = stop["kind"]
         if stop["kind"] == "stop":
-            _log(f"stop requested: SIGUSR1 to the worker, SIGTERM after {stop['grace_s']}s")
+            _log(f"stop requested: SIGUSR1 to the worker, SIGTERM after {stop['grace_s']}s", self.prefix)
             self._killpg(signal.SIGUSR1)
             self.term_at = float(stop["requested_at"]) + float(stop["grace_s"])
             self.term_grace = float(stop["term_grace_s"])
         else:
-            _log(f"{stop['kind']}: SIGKILL to the worker")
+            _log(f"{stop['kind']}: SIGKILL to the worker", self.prefix)
             self._killpg(signal.SIGKILL)
             self.term_at = None
 
@@ -352,12 +352,12 @@ class _Supervisor:
     def _escalate(self) -> None:
         now = time.time()
         if self.term_at is not None and now >= self.term_at:
-            _log(f"grace period over: SIGTERM to the worker, SIGKILL after {self.term_grace}s")
+            _log(f"grace period over: SIGTERM to the worker, SIGKILL after {self.term_grace}s", self.prefix)
             self._killpg(signal.SIGTERM)
             self.term_at = None
             self.kill_at = now + self.term_grace
         if self.kill_at is not None and now >= self.kill_at:
-            _log("worker still alive: SIGKILL")
+            _log("worker still alive: SIGKILL", self.prefix)
             self._killpg(signal.SIGKILL)
             self.kill_at = None
 
@@ -384,7 +384,7 @@ class _Supervisor:
                 except OSError:
                     pass
                 try:
-                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying")
+                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying", self.prefix)
                 except OSError:
                     pass
                 time.sleep(wait)
