@@ -112,7 +112,7 @@ def serve(
     from stint.runtime.serve import serve as run
 
     flags = _ServeFlags(
-        server=_given(host=host, port=port, log_level=log_level),
+        server=_given(host=host, port=port, log_level=log_level and log_level.lower()),
         store=_given(data_dir=data_dir, db=db, jobs_dir=jobs_dir),
         executor=_given(kind=executor, nodes=nodes, gpus_per_node=gpus_per_node,
                         ray_address=ray_address),
@@ -130,7 +130,7 @@ def serve(
     if print_config:
         typer.echo(dump(cfg), nl=False)
         return
-    level = getattr(logging, cfg.server.log_level.upper())
+    level = logging.getLevelNamesMapping()[cfg.server.log_level.upper()]
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))  # migrations: at debug
     try:
