@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -156,15 +157,18 @@ _FLAG_OF = {"server.host": "--host", "server.port": "--port", "server.log_level"
             "limits.max_command_bytes": "--max-command-bytes"}
 
 
+@dataclass(frozen=True, slots=True)
 class _ServeFlags:
-    """The ``serve`` flags given, by config table; ``apply`` puts them over a config."""
+    """The ``serve`` flags given, by config table (field name -> value); ``apply`` puts them
+    over a config."""
 
-    def __init__(self, server: dict[str, Any], store: dict[str, Any], executor: dict[str, Any],
-                 controller: dict[str, Any], limits: dict[str, Any], policy: str | None,
-                 policy_opts: tuple[str, ...]) -> None:
-        self.server, self.store, self.executor = server, store, executor
-        self.controller, self.limits = controller, limits
-        self.policy, self.policy_opts = policy, policy_opts
+    server: dict[str, Any]
+    store: dict[str, Any]
+    executor: dict[str, Any]
+    controller: dict[str, Any]
+    limits: dict[str, Any]
+    policy: str | None
+    policy_opts: tuple[str, ...]
 
     def given(self) -> set[str]:
         return {f"{table}.{k}" for table, given in (
