@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from stint.config import Limits, UserLimits
 from stint.model.job import Tier
+from stint.runtime.executor.shim import read_json_nofollow
 from stint.runtime.schemas import (
     MAX_ID,
     USER_NAME,
@@ -337,8 +338,6 @@ def _progress(settings: ApiSettings, job: Job) -> Progress | None:
     """The SDK's last report of a job that has run (its ``status.json``), if any."""
     if job.first_start_at is None:
         return None
-    from stint.runtime.executor.shim import read_json_nofollow
-
     rec = read_json_nofollow(str(settings.jobs_dir / str(job.id) / "status.json"), 4096)
     return Progress.of(rec) if isinstance(rec, dict) else None
 

@@ -149,7 +149,7 @@ class Controller:
     def _observe(self, report: StepReport, seconds: float) -> None:
         if seconds > self.config.slow_step_s:
             log.warning("slow controller step: %.2f s (policy %.2f s, %d actions; threshold "
-                        "%.2f s)", seconds, report.plan_s, len(report.actions),
+                        "%g s)", seconds, report.plan_s, len(report.actions),
                         self.config.slow_step_s)
         if self.metrics is None:
             return
