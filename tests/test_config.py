@@ -124,3 +124,16 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "c.toml"
     path.write_text(text)
     return path
+
+
+def test_tier_targets_reach_only_the_policies_that_take_them() -> None:
+    from stint.config import tier_options
+    from stint.model.sla import SlaTargets
+    from stint.policies.registry import make_with_options
+    from stint.policies.singularity import Singularity
+
+    opts = tier_options(("fifo", "singularity"), SlaTargets(0.9, 0.5, None))
+    assert opts == ("singularity.premium=0.9", "singularity.standard=0.5", "singularity.basic=none")
+    policy = make_with_options("singularity", opts)
+    assert isinstance(policy, Singularity) and policy.sla == SlaTargets(0.9, 0.5, None)
+    make_with_options("fifo", opts)  # another policy's keys are not its own
