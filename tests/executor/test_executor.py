@@ -67,11 +67,11 @@ def test_success_sets_the_environment_and_captures_logs(
         assert x["MASTER_ADDR"] == x["STINT_MASTER_ADDR"] == "127.0.0.1"
         assert x["MASTER_PORT"] == x["STINT_MASTER_PORT"] == envs[0]["MASTER_PORT"]
         assert x["STINT_STATUS_FILE"].endswith("jobs/ok/status.json")
-    log = (tmp_path / "logs/ok.log").read_text()
-    assert sorted(line for line in log.splitlines() if line.startswith("hello")) == [
-        "hello from rank 0",
-        "hello from rank 1",
-        "hello from rank 2",
+    log = (tmp_path / "logs/ok.log").read_text()  # every line marked with its attempt and rank
+    assert sorted(line for line in log.splitlines() if "hello" in line) == [
+        "[attempt 0 rank 0] hello from rank 0",
+        "[attempt 0 rank 1] hello from rank 1",
+        "[attempt 0 rank 2] hello from rank 2",
     ]
     assert ex.poll() == [] and ex.running() == {}
 
@@ -291,3 +291,21 @@ def test_an_exit_code_survives_a_failing_write_of_its_record(tmp_path: Path):
     (d / "rank-0.exit").rmdir()
     e = wait_exit(ex, "full")
     assert (e.outcome, dict(e.exit_codes)) == (Outcome.FAILED, {0: 5})
+
+
+def test_output_lines_are_prefixed_as_they_come(tmp_path: Path) -> None:
+    """A partial line is copied at once and its rest is not prefixed again; a carriage return
+    (a progress bar) starts a line."""
+    from stint.runtime.executor.shim import _Prefixer
+
+    src_r, src_w = os.pipe()
+    log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
+    p = _Prefixer(src_r, "[r0] ", out=log)
+    for chunk in (b"ab", b"c\nde", b"\n", b"10%\r20%\n"):
+        os.write(src_w, chunk)
+        assert p.pump()
+    os.close(src_w)
+    assert not p.pump()
+    os.close(src_r)
+    os.close(log)
+    assert (tmp_path / "log").read_bytes() == b"[r0] abc\n[r0] de\n[r0] 10%\r[r0] 20%\n"

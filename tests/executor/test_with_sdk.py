@@ -32,7 +32,8 @@ def mlp_job(tmp: Path, job: str, attempt: int, slot: int) -> list[WorkerLaunch]:
 
 
 def final_digest(log: Path) -> str:
-    found = re.findall(r"^done step 60 digest (\S+)$", log.read_text(), re.MULTILINE)
+    found = re.findall(r"^\[attempt \d+ rank 0\] done step 60 digest (\S+)$", log.read_text(),
+                       re.MULTILINE)
     assert len(found) == 1, log.read_text()
     return found[0]
 

@@ -81,7 +81,8 @@ def _workdir(base: Path, name: str) -> Path:
 
 def _probe_report(serve: ServeProc, job: int, token: str) -> dict[str, object]:
     out = serve.cli("logs", str(job), token=token)
-    line = next(x for x in out.splitlines() if x.startswith("PROBE "))
+    lines = (x.partition("] ")[2] for x in out.splitlines())  # after "[attempt A rank R] "
+    line = next(x for x in lines if x.startswith("PROBE "))
     report: dict[str, object] = json.loads(line.removeprefix("PROBE "))
     return report
 

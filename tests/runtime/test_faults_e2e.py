@@ -89,8 +89,8 @@ def test_a_data_dir_never_serves_another_store(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--tick", "0"], "--tick must be at least"),
-    (["--grace", "-1"], "--grace must be at least"),
+    (["--tick", "0"], "--tick: must be at least"),
+    (["--grace", "-1"], "--grace: must be at least"),
     (["--policy", "no-such-policy"], "no-such-policy"),
     (["--db", "postgresql://127.0.0.1:1/none"], "cannot start"),
 ])

@@ -203,12 +203,21 @@ def test_log_chunks_end_on_whole_characters(api: TestClient, admin: str, tmp_pat
 
 
 def test_per_user_limits(store: Store, admin: str, tmp_path: Path) -> None:
-    from stint.runtime.api import UserLimits
+    from stint.config import Limits, UserLimits
+    from stint.model.job import Tier
 
     store.set_nodes([("node-0", 4)])
-    limits = UserLimits(max_jobs=2, max_gpus=3, max_command_bytes=100)
+    limits = Limits(UserLimits(max_jobs=2, max_gpus=3, max_command_bytes=100,
+                               tiers=(Tier.STANDARD, Tier.BASIC)),
+                    {"alice": UserLimits(tiers=tuple(Tier))})
     api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs", limits=limits)))
     h = auth(admin)
+    r = api.post("/v1/jobs", json={"command": ["x"], "tier": "premium"}, headers=h)
+    assert r.status_code == 403 and "tier premium" in r.json()["detail"]
+    assert "limits.tiers" in r.json()["detail"] and "standard, basic" in r.json()["detail"]
+    alice = api.post("/v1/tokens", json={"user": "alice"}, headers=h).json()["token"]
+    r = api.post("/v1/jobs", json={"command": ["x"], "tier": "premium"}, headers=auth(alice))
+    assert r.status_code == 201  # her own limits allow every tier
     assert api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h).status_code == 201
     r = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_gpus"]
@@ -217,3 +226,29 @@ def test_per_user_limits(store: Store, admin: str, tmp_path: Path) -> None:
     assert api.post("/v1/jobs", json={"command": ["x"]}, headers=h).status_code == 201
     r = api.post("/v1/jobs", json={"command": ["x"]}, headers=h)
     assert r.status_code == 429 and "unfinished jobs" in r.json()["detail"]
+
+
+def test_jobs_of_one_user_and_the_sdks_progress(api: TestClient, store: Store, admin: str,
+                                                tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from stint.runtime.tables import Job
+
+    alice = api.post("/v1/tokens", json={"user": "alice"}, headers=auth(admin)).json()["token"]
+    mine = api.post("/v1/jobs", json={"command": ["x"], "total_steps": 300},
+                    headers=auth(alice)).json()["id"]
+    api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin))
+    listed = api.get("/v1/jobs?user=alice", headers=auth(admin)).json()
+    assert [j["id"] for j in listed] == [mine] and listed[0]["progress"] is None
+    r = api.get("/v1/jobs?user=admin", headers=auth(alice))
+    assert r.status_code == 403 and "only an admin" in r.json()["detail"]
+    assert len(api.get("/v1/jobs?user=alice", headers=auth(alice)).json()) == 1
+    assert api.get("/v1/jobs?user=nobody", headers=auth(admin)).status_code == 404
+    (tmp_path / "jobs" / str(mine)).mkdir(parents=True)
+    (tmp_path / "jobs" / str(mine) / "status.json").write_text(
+        '{"state": "running", "step": 120, "checkpoint_step": 100, "rank": 0}')
+    with store.session() as s:  # as the controller would once it ran
+        s.execute(update(Job).where(Job.id == mine).values(state="running", first_start_at=1.0))
+    got = api.get(f"/v1/jobs/{mine}", headers=auth(alice)).json()
+    assert {k: got["progress"][k] for k in ("step", "checkpoint_step")} == {
+        "step": 120, "checkpoint_step": 100}

@@ -26,9 +26,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
+from stint.config import Limits, UserLimits
+from stint.model.job import Tier
 from stint.runtime.reads import cluster_out, history_out, progress_out
 from stint.runtime.schemas import (
-    MAX_COMMAND_BYTES,
     MAX_ID,
     USER_NAME,
     ClusterOut,
@@ -69,16 +70,6 @@ MAX_LOG_OFFSET = 2**53  # an offset beyond any log; also exact in every JSON rea
 
 
 @dataclass(frozen=True, slots=True)
-class UserLimits:
-    """What one user may have at once (``stint serve --max-jobs-per-user`` ...): unfinished jobs,
-    GPUs over their unfinished jobs (each counted at its ``max_gpus``), bytes of one command."""
-
-    max_jobs: int = 10_000
-    max_gpus: int | None = None  # None: the cluster's size is the only bound
-    max_command_bytes: int = MAX_COMMAND_BYTES
-
-
-@dataclass(frozen=True, slots=True)
 class ApiSettings:
     jobs_dir: Path  # where the controller puts each job's log (``<id>/log.txt``)
     clock: Callable[[], float] = time.time  # the API is the edge: it owns a clock
@@ -87,7 +78,7 @@ class ApiSettings:
     multi_user: bool = False
     own_account: str = field(default_factory=getpass.getuser)
     admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
-    limits: UserLimits = field(default_factory=UserLimits)
+    limits: Limits = field(default_factory=Limits)  # per user (``[limits]`` of the config)
     policy: str = ""  # the controller's policy, for people (``/v1/cluster``)
 
 
@@ -144,7 +135,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     def out(job: Job, who: Caller) -> JobOut:
         user = who.name if job.user_id == who.user_id else store.user_names().get(job.user_id, "?")
-        return JobOut.of(job, user, nodes.names())
+        return JobOut.of(job, user, nodes.names(), progress=_progress(settings, job))
 
     @app.get("/v1/health")
     def health() -> dict[str, str]:
@@ -153,7 +144,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
         spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
-        _check_limits(spec, store.live_usage(who.user_id), settings.limits)
+        _check_limits(spec, store.live_usage(who.user_id), settings.limits.of(who.name),
+                      settings.limits.key_of(who.name))
         return out(store.add_job(spec, who, settings.clock()), who)
 
     @app.get("/v1/jobs")
@@ -162,10 +154,13 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         state: Annotated[list[JobState] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
         offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+        user: Annotated[str | None, Query(pattern=USER_NAME)] = None,
     ) -> list[JobOut]:
         users, names = store.user_names(), nodes.names()
-        jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset)
-        return [JobOut.of(j, users.get(j.user_id, "?"), names) for j in jobs]
+        only = _only_user(who, user, users)
+        jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset, only)
+        return [JobOut.of(j, users.get(j.user_id, "?"), names, progress=_progress(settings, j))
+                for j in jobs]
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: JobId, who: Who) -> JobDetail:
@@ -361,13 +356,40 @@ def _check_account(os_user: str, settings: ApiSettings) -> None:
         raise unprocessable("os_user", f"no OS account {os_user!r} on this host") from None
 
 
-def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits) -> None:
-    """The per-user limits: 429 past the number of unfinished jobs, 422 naming the field past
-    the GPUs or the command size."""
+def _only_user(who: Caller, user: str | None, users: dict[int, str]) -> int | None:
+    """The user id ``GET /v1/jobs?user=NAME`` lists (None: every job the caller sees); 403 for
+    someone else's unless the caller is an admin, 404 for no such user."""
+    if user is None:
+        return None
+    if user != who.name and not who.is_admin:
+        raise HTTPException(403, f"only an admin may list another user's jobs (you are "
+                            f"{who.name})")
+    ids = [uid for uid, name in users.items() if name == user]
+    if not ids:
+        raise HTTPException(404, f"no user {user}")
+    return ids[0]
+
+
+def _progress(settings: ApiSettings, job: Job) -> ProgressOut | None:
+    """The SDK's last report of a job that has run (its ``status.json``), if any."""
+    if job.first_start_at is None:
+        return None
+    got = progress_out(settings.jobs_dir / str(job.id) / "status.json", job.total_steps)
+    return got if got.reported_at is not None else None
+
+
+def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits, key: str) -> None:
+    """The per-user limits (config key ``key``): 403 for a tier the user may not submit to,
+    429 past the number of unfinished jobs, 422 naming the field past the GPUs or the command
+    size."""
+    if Tier(spec.tier) not in limits.tiers:
+        allowed = ", ".join(t.value for t in limits.tiers)
+        raise HTTPException(403, f"tier {spec.tier} is not allowed for you: your limit "
+                            f"({key}.tiers) allows {allowed}")
     jobs, gpus = usage
     if jobs >= limits.max_jobs:
         raise HTTPException(429, f"you have {jobs} unfinished jobs, the most a user may have "
-                            f"(stint serve --max-jobs-per-user {limits.max_jobs})")
+                            f"({key}.max_jobs = {limits.max_jobs})")
     if limits.max_gpus is not None and gpus + spec.max_gpus > limits.max_gpus:
         raise unprocessable("max_gpus", f"your unfinished jobs may use {gpus} GPUs; this one "
                             f"{spec.max_gpus} more would pass your limit of {limits.max_gpus}")

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from stint.config import ServeConfig
 
 ServerOpt = Annotated[str | None, typer.Option("--server", help="API URL (env STINT_SERVER; "
                                                "default http://127.0.0.1:8765)")]
@@ -47,6 +51,12 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
+    config: Annotated[Path | None, typer.Option(help="A TOML config file (see docs/control-"
+                                                "plane.md; --print-config writes one); the "
+                                                "flags given win over it.")] = None,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the effective "
+                                               "settings as TOML (a valid --config) and "
+                                               "exit.")] = False,
     data_dir: DataDirOpt = None,
     db: Annotated[str | None, typer.Option(envvar="STINT_DB", help="Database URL, e.g. "
                                            "postgresql://host/db (default: SQLite in "
@@ -54,33 +64,42 @@ def serve(
                                            "it in STINT_DB or PGPASSWORD instead.")] = None,
     jobs_dir: Annotated[Path | None, typer.Option(help="Each job's log and checkpoints "
                                                   "(default: <data-dir>-jobs).")] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    host: Annotated[str | None, typer.Option(help="Address to listen on [default: "
+                                             "127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [default: 8765].")] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error "
+                                                  "[default: info].")] = None,
     policy: Annotated[str | None, typer.Option(
         help="A registered policy (`stint policies`) [default: fifo].")] = None,
-    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name and "
-                                                "[policy.options] (flags win).")] = None,
     policy_opt: Annotated[list[str] | None, typer.Option(
         help="A policy parameter, KEY=VALUE; repeatable (the same keys as `stint sim`).")] = None,
-    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    nodes: Annotated[int, typer.Option("--nodes", help="Local executor: virtual nodes.")] = 2,
-    gpus_per_node: Annotated[int, typer.Option(help="Local executor: slots per node.")] = 2,
-    tick: Annotated[float, typer.Option(help="Seconds between reconcile steps.")] = 0.5,
-    grace: Annotated[float, typer.Option(help="Seconds a job has to checkpoint before "
-                                         "SIGTERM.")] = 30.0,
-    max_retries: Annotated[int, typer.Option(help="Worker failures a job survives.")] = 3,
+    executor: Annotated[str | None, typer.Option(help="local or ray [default: local].")] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Local executor: virtual nodes "
+                                              "[default: 2].")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="Local executor: slots per node "
+                                                      "[default: 2].")] = None,
+    tick: Annotated[float | None, typer.Option(help="Seconds between reconcile steps "
+                                               "[default: 0.5].")] = None,
+    grace: Annotated[float | None, typer.Option(help="Seconds a job has to checkpoint before "
+                                                "SIGTERM [default: 30].")] = None,
+    max_retries: Annotated[int | None, typer.Option(help="Worker failures a job survives "
+                                                    "[default: 3].")] = None,
+    slow_step: Annotated[float | None, typer.Option(help="Warn of a controller step slower "
+                                                    "than this many seconds [default: 1].")]
+    = None,
     ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
                                                     "(default: $RAY_ADDRESS).")] = None,
-    drain: Annotated[bool, typer.Option("--drain", help="On SIGTERM/SIGINT, checkpoint and stop "
-                                        "every job before exiting (default: leave them "
-                                        "running for the next start).")] = False,
-    max_jobs_per_user: Annotated[int, typer.Option(help="Unfinished jobs a user may have.")]
-    = 10_000,
+    drain: Annotated[bool | None, typer.Option("--drain/--no-drain", help="On SIGTERM/SIGINT, "
+                                               "checkpoint and stop every job before exiting "
+                                               "(default: leave them running for the next "
+                                               "start).")] = None,
+    max_jobs_per_user: Annotated[int | None, typer.Option(help="Unfinished jobs a user may "
+                                                          "have [default: 10000].")] = None,
     max_gpus_per_user: Annotated[int | None, typer.Option(help="GPUs (max_gpus summed) a "
                                                           "user's unfinished jobs may use.")]
     = None,
-    max_command_bytes: Annotated[int, typer.Option(help="Bytes of one job's command (at most "
-                                                   "262144).")] = 256 * 1024,
+    max_command_bytes: Annotated[int | None, typer.Option(help="Bytes of one job's command "
+                                                          "(at most 262144).")] = None,
 ) -> None:
     """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
     runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
@@ -88,35 +107,106 @@ def serve(
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from stint.config import PolicyConfig, load_policy, merged_options
-    from stint.policies.registry import make_with_options
-    from stint.runtime.api import UserLimits
-    from stint.runtime.client import default_data_dir
+    from stint.config import ConfigError, ServeConfig, dump, load
     from stint.runtime.executor.base import ExecutorError
-    from stint.runtime.serve import ServeOptions, StartupError
+    from stint.runtime.serve import StartupError
     from stint.runtime.serve import serve as run
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    flags = _ServeFlags(
+        server=_given(host=host, port=port, log_level=log_level and log_level.lower()),
+        store=_given(data_dir=data_dir, db=db, jobs_dir=jobs_dir),
+        executor=_given(kind=executor, nodes=nodes, gpus_per_node=gpus_per_node,
+                        ray_address=ray_address),
+        controller=_given(tick_s=tick, grace_s=grace, max_retries=max_retries,
+                          slow_step_s=slow_step, drain=drain),
+        limits=_given(max_jobs=max_jobs_per_user, max_gpus=max_gpus_per_user,
+                      max_command_bytes=max_command_bytes),
+        policy=policy, policy_opts=tuple(policy_opt or ()))
     try:  # a bad config file, unknown policy or option: one line, exit status 2
-        conf = load_policy(config) if config is not None else PolicyConfig(None, ())
-        name = policy or conf.name or "fifo"
-        options = merged_options(conf.options, tuple(policy_opt or ()))
-        make_with_options(name, options)
-    except ValueError as exc:
+        cfg = flags.apply(load(config) if config is not None else ServeConfig())
+        _check_serve(cfg, flags)
+    except (ConfigError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if print_config:
+        typer.echo(dump(cfg), nl=False)
+        return
+    level = logging.getLevelNamesMapping()[cfg.server.log_level.upper()]
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))  # migrations: at debug
     try:
-        run(ServeOptions(data_dir=(data_dir or default_data_dir()).resolve(), db=db, host=host,
-                         port=port, policy=name, policy_options=options, executor=executor,
-                         nodes=nodes, gpus_per_node=gpus_per_node, tick_s=tick, grace_s=grace,
-                         max_retries=max_retries, ray_address=ray_address,
-                         jobs_dir=jobs_dir.resolve() if jobs_dir else None, drain=drain,
-                         limits=UserLimits(max_jobs_per_user, max_gpus_per_user,
-                                           max_command_bytes)))
+        run(cfg)
     except (StartupError, ExecutorError, SQLAlchemyError, OSError) as exc:
         what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         typer.echo(f"error: stint serve cannot start: {what}", err=True)
         raise typer.Exit(2) from None
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The flags actually given (a flag left out is None)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+# The flag that sets each config key (an error in a value a flag gave names the flag).
+_FLAG_OF = {"server.host": "--host", "server.port": "--port", "server.log_level": "--log-level",
+            "executor.kind": "--executor", "executor.nodes": "--nodes",
+            "executor.gpus_per_node": "--gpus-per-node", "controller.tick_s": "--tick",
+            "controller.grace_s": "--grace", "controller.max_retries": "--max-retries",
+            "controller.slow_step_s": "--slow-step", "limits.max_jobs": "--max-jobs-per-user",
+            "limits.max_gpus": "--max-gpus-per-user",
+            "limits.max_command_bytes": "--max-command-bytes"}
+
+
+@dataclass(frozen=True, slots=True)
+class _ServeFlags:
+    """The ``serve`` flags given, by config table (field name -> value); ``apply`` puts them
+    over a config."""
+
+    server: dict[str, Any]
+    store: dict[str, Any]
+    executor: dict[str, Any]
+    controller: dict[str, Any]
+    limits: dict[str, Any]
+    policy: str | None
+    policy_opts: tuple[str, ...]
+
+    def given(self) -> set[str]:
+        return {f"{table}.{k}" for table, given in (
+            ("server", self.server), ("store", self.store), ("executor", self.executor),
+            ("controller", self.controller), ("limits", self.limits)) for k in given}
+
+    def apply(self, cfg: ServeConfig) -> ServeConfig:
+        from dataclasses import replace
+
+        from stint.config import Limits, PolicyConfig, merged_options
+        from stint.runtime.client import default_data_dir
+
+        given: dict[str, Any] = {k: Path(v).resolve() if k.endswith("_dir") else v
+                                 for k, v in self.store.items()}
+        store = replace(cfg.store, **given)
+        if store.data_dir is None:
+            store = replace(store, data_dir=default_data_dir().resolve())
+        return replace(
+            cfg, server=replace(cfg.server, **self.server), store=store,
+            executor=replace(cfg.executor, **self.executor),
+            controller=replace(cfg.controller, **self.controller),
+            limits=Limits(replace(cfg.limits.default, **self.limits), cfg.limits.users),
+            policy=PolicyConfig(self.policy or cfg.policy.name,
+                                merged_options(cfg.policy.options, self.policy_opts)))
+
+
+def _check_serve(cfg: ServeConfig, flags: _ServeFlags) -> None:
+    """A setting out of range, named by its flag if one gave it; then the policy and its
+    options (an error the registry words, naming the key and the valid ones)."""
+    from stint.config import validate
+    from stint.policies.registry import make_with_options
+
+    problem = validate(cfg)
+    if problem is not None:
+        key, msg = problem
+        name = _FLAG_OF.get(key) if key in flags.given() else None
+        raise ValueError(f"{name or key}: {msg}")
+    make_with_options(cfg.policy_name(), cfg.policy_options())
 
 
 def submit(
@@ -155,20 +245,84 @@ def submit(
 
 
 def jobs(
-    state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state.")] = None,
+    state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state "
+                                                    "(repeatable).")] = None,
+    user: Annotated[str | None, typer.Option(help="Only this user's jobs (another user's: "
+                                             "admin only).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the N most recent jobs.", min=1)]
+    = None,
+    wide: Annotated[bool, typer.Option("--wide", "-w", help="More columns: nodes, priority, "
+                                       "SLA, est. finish, attempt, preemptions, "
+                                       "checkpoint.")] = False,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
-    """List jobs (yours; all of them for the admin)."""
-    rows = _call((server, data_dir, token), lambda c: c.jobs(state))
+    """List jobs (yours; all of them for the admin), oldest first: state, tier, workers now /
+    min..max, progress (step of total), age, wait, estimated start and why a job waits."""
+    rows = _call((server, data_dir, token), lambda c: c.jobs(state, user))
+    if limit is not None:
+        rows = rows[-limit:]
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
     now = time.time()
-    _table(["ID", "NAME", "USER", "STATE", "TIER", "SLA", "GPUS", "WHERE", "ATTEMPT", "EST START",
-            "REASON"], [
-        [r["id"], r["name"], r["user"], r["state"], r["tier"], _sla(r.get("attainment")),
-         f'{r["min_gpus"]}-{r["gpus"]}-{r["max_gpus"]}', _where(r["allocation"]), r["attempt"],
-         _eta(r, now), r["reason"][:50]] for r in rows])
+    header = ["ID", "NAME", "USER", "STATE", "TIER", "WORKERS", "PROGRESS", "AGE", "WAIT",
+              "EST START", "REASON"]
+    extra = ["NODES", "PRIORITY", "SLA", "EST FINISH", "ATTEMPT", "PREEMPTS", "CKPT"]
+    table = []
+    for r in rows:
+        cells = [r["id"], r["name"] or "-", r["user"], r["state"], r["tier"], _workers(r),
+                 _progress(r), _span(now - r["submitted_at"]), _wait(r, now), _eta(r, now),
+                 r["reason"] if wide else r["reason"][:50]]
+        if wide:
+            ckpt = (r.get("progress") or {}).get("checkpoint_step")
+            cells[-1:-1] = [_where(r["allocation"]) if r["state"] in _HOLDING else "-",
+                            f'{r["priority"]:g}', _sla(r.get("attainment")),
+                            _eta(r, now, "est_finish_at"), r["attempt"], r["preemptions"],
+                            "-" if ckpt is None else ckpt]
+        table.append(cells)
+    _table(header[:-1] + extra + header[-1:] if wide else header, table)
+
+
+_HOLDING = ("starting", "running", "checkpointing")  # states that hold GPUs (``states.HOLDING``)
+_WAITING = ("queued", "preempted", "admitted", "resumed", "migrating", "resizing")
+
+
+def _workers(row: dict[str, Any]) -> str:
+    """Workers it runs on now / the range it may run on ("2/1..4"; "2" for a rigid job)."""
+    now = sum(row["allocation"].values()) if row["state"] in _HOLDING else 0
+    lo, hi = row["min_gpus"], row["max_gpus"]
+    bounds = str(lo) if lo == hi else f"{lo}..{hi}"
+    return f"{now if row['state'] not in _ENDED else '-'}/{bounds}"
+
+
+def _progress(row: dict[str, Any]) -> str:
+    """The step the SDK last reported, of the declared total ("120/300"); "-" if unknown."""
+    step = (row.get("progress") or {}).get("step")
+    total = row.get("total_steps")
+    if step is None:
+        return "-" if total is None else f"0/{total}" if row["state"] in _WAITING else "-"
+    return str(step) if total is None else f"{step}/{total}"
+
+
+def _span(seconds: float) -> str:
+    """A duration as kubectl shows an age: 42s, 5m10s, 3h05m, 2d04h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _wait(row: dict[str, Any], now: float) -> str:
+    """Submission to first start (so far, if it has not started; "-" if it never will)."""
+    start = row.get("first_start_at")
+    if start is not None:
+        return _span(start - row["submitted_at"])
+    end = row.get("finished_at")
+    return "-" if end is not None else _span(now - row["submitted_at"])
 
 
 def _sla(value: float | None) -> str:
@@ -176,13 +330,14 @@ def _sla(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _eta(row: dict[str, Any], now: float) -> str:
-    """A waiting job's forecast start, relative to now ("in 2m05s"); "-" when there is none."""
-    at = row.get("est_start_at")
-    if at is None or row["state"] not in ("queued", "preempted", "admitted"):
+def _eta(row: dict[str, Any], now: float, key: str = "est_start_at") -> str:
+    """A forecast time relative to now ("in 2m05s"): the start of a waiting job, or (``key``
+    est_finish_at) the finish of an unfinished one; "-" when there is none."""
+    at = row.get(key)
+    waiting = row["state"] in ("queued", "preempted", "admitted")
+    if at is None or (key == "est_start_at" and not waiting) or row["state"] in _ENDED:
         return "-"
-    left = max(0, int(at - now))
-    return f"in {left // 60}m{left % 60:02d}s" if left >= 60 else f"in {left}s"
+    return f"in {_span(at - now)}"
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
@@ -198,6 +353,10 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "worker_counts", "target", "decision", "attainment", "queue_position",
                 "est_start_at", "est_finish_at"):
         typer.echo(f"{key:>15}: {row[key]}")
+
+    ckpt = (row.get("progress") or {}).get("checkpoint_step")
+    typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
+               f"{'none' if ckpt is None else f'step {ckpt}'})")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
         [f'{t["at"] - t0:.2f}', t["src"] or "-", t["dst"], t["attempt"], t["reason"]]

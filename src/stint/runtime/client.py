@@ -62,8 +62,12 @@ class Client:
     def submit(self, **spec: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None}))
 
-    def jobs(self, states: list[str] | None = None) -> list[dict[str, Any]]:
-        return cast(list[dict[str, Any]], self.call("GET", "/v1/jobs", params={"state": states or [], "limit": 10_000}))
+    def jobs(self, states: list[str] | None = None, user: str | None = None
+             ) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"state": states or [], "limit": 10_000}
+        if user is not None:
+            params["user"] = user
+        return cast(list[dict[str, Any]], self.call("GET", "/v1/jobs", params=params))
 
     def show(self, job: int) -> dict[str, Any]:
         return cast(dict[str, Any], self.call("GET", f"/v1/jobs/{job}"))

@@ -46,10 +46,10 @@ from stint.runtime.executor.base import (
     Outcome,
     WorkerLaunch,
 )
-from stint.runtime.metrics import SLOW_STEP_S, Metrics
+from stint.runtime.metrics import Metrics
 from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
-from stint.runtime.tables import Job
+from stint.runtime.tables import Job, Transition
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class ControllerConfig:
     forecast_policy: Callable[[], Policy] | None = None
     forecast_s: float = 10.0
     forecast_max_jobs: int = 1000
+    slow_step_s: float = 1.0  # a step slower than this is logged as a warning
 
 
 class Controller:
@@ -146,11 +147,10 @@ class Controller:
         return report
 
     def _observe(self, report: StepReport, seconds: float) -> None:
-        if seconds > SLOW_STEP_S:
-            log.warning("slow controller step: %.2f s (policy %.2f s, %d actions)", seconds,
-                        report.plan_s, len(report.actions))
-        for a in report.actions:
-            log.info("%s job %s -> %s", a.kind, a.job_id, a.after.workers or "nothing")
+        if seconds > self.config.slow_step_s:
+            log.warning("slow controller step: %.2f s (policy %.2f s, %d actions; threshold "
+                        "%g s)", seconds, report.plan_s, len(report.actions),
+                        self.config.slow_step_s)
         if self.metrics is None:
             return
         self.metrics.step_s.observe(seconds)
@@ -238,6 +238,10 @@ class Controller:
                     self._pending.add(str(job.id))
             w.add_all(rec.items)
         self.cache.noted(notes)  # not news to the policy: its view of them did not change
+        for t in rec.items:
+            if isinstance(t, Transition):
+                log.log(logging.INFO if t.dst in _NOTABLE else logging.DEBUG, "job %s: %s -> "
+                        "%s (%s)", t.job_id, t.src or "-", t.dst, t.reason)
 
     def _tick_due(self, now: float) -> bool:
         """True if a slot boundary of the policy's ticks that it may act on passed since the
@@ -463,9 +467,12 @@ class Controller:
                        {j: known[j].spec for j in named}, ledger)
         for action, why in staged.refusals:
             self._refuse(report, action, why)
-        for action in staged.actions:
-            self._apply_action(s, jobs[int(action.job_id)], action, now, effects)
-            report.actions.append(action)
+        for a in staged.actions:
+            log.info("decision: policy %s: %s job %s: %s -> %s%s", self.policy.name, a.kind,
+                     a.job_id, _where(self, a.before) or "nothing",
+                     _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
+            self._apply_action(s, jobs[int(a.job_id)], a, now, effects)
+            report.actions.append(a)
         self._forecast_stale = True
 
     def forecast(self, now: float) -> None:
@@ -616,8 +623,11 @@ class Controller:
             if isinstance(eff, Stop):
                 if eff.kill:
                     self.executor.kill(str(eff.job_id))
+                    log.info("enacted: job %s killed", eff.job_id)
                 else:
                     self.executor.request_stop(str(eff.job_id), self.config.grace_s)
+                    log.info("enacted: job %s asked to checkpoint and stop (SIGTERM after "
+                             "%g s)", eff.job_id, self.config.grace_s)
                 report.stopped.append(eff.job_id)
         for eff in effects:
             if isinstance(eff, Launch):
@@ -643,6 +653,9 @@ class Controller:
                 return
             if error is None:
                 record_transition(s, job, S.RUNNING, now, f"attempt {eff.attempt} launched")
+                log.info("enacted: job %s attempt %s launched: %d worker(s) on %s", eff.job_id,
+                         eff.attempt, len(eff.workers),
+                         ", ".join(sorted({w.node for w in eff.workers})))
             else:
                 self._release(job, now)
                 self._worker_failed(s, job, f"launch refused: {error}", now, {}, permanent)
@@ -714,6 +727,9 @@ def _pin_text(job: Job) -> str:
     if job.pin_node is not None:
         parts.append(f"node={job.pin_node}")
     return ", ".join(parts)
+
+
+_NOTABLE = frozenset({*TERMINAL, S.PREEMPTED})  # transitions logged at INFO (others: DEBUG)
 
 
 def _where(ctl: Controller, alloc: Allocation) -> str:

@@ -26,7 +26,6 @@ from stint.runtime.states import HOLDING, JobState
 from stint.runtime.store import Store, load_alloc
 from stint.runtime.tables import Job
 
-SLOW_STEP_S = 1.0  # a controller step slower than this is logged as a warning
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 

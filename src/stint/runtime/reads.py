@@ -3,14 +3,13 @@ the timeline and utilization (``history``), SLA attainment per tier, a job's pro
 
 from __future__ import annotations
 
-import json
 import os
-import stat
 from pathlib import Path
 
 from stint.model.job import Tier
 from stint.model.sla import SlaTargets
 from stint.runtime import history as h
+from stint.runtime.executor.shim import read_json_nofollow
 from stint.runtime.schemas import (
     ClusterOut,
     HistoryOut,
@@ -78,25 +77,14 @@ def tiers(jobs: list[Job], now: float, targets: SlaTargets) -> list[TierOut]:
 
 def progress_out(path: Path, total_steps: int | None) -> ProgressOut:
     """The job's ``status.json`` (read like its log: no links followed, a plain file only)."""
-    body: object = None
-    at = None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        fd = -1
-    if fd >= 0:
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode):
-                at = st.st_mtime
-                try:
-                    body = json.loads(f.read(MAX_STATUS_BYTES))
-                except ValueError:
-                    body = None
+    body = read_json_nofollow(str(path), MAX_STATUS_BYTES)
     report = body if isinstance(body, dict) else {}
+    try:
+        at: float | None = os.lstat(path).st_mtime if report else None
+    except OSError:
+        at = None
     return ProgressOut(step=_int(report.get("step")), total_steps=total_steps,
-                       checkpoint_step=_int(report.get("checkpoint_step")),
-                       reported_at=at if report else None)
+                       checkpoint_step=_int(report.get("checkpoint_step")), reported_at=at)
 
 
 def _int(value: object) -> int | None:

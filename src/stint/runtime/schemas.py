@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from stint.config import MAX_COMMAND_BYTES
 from stint.model.job import Tier
 from stint.model.sla import attainment
 from stint.runtime.store import load_alloc
@@ -15,9 +16,6 @@ from stint.runtime.tables import Job, Transition
 from stint.runtime.view import worker_counts
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
-# What the OS must accept when it starts the worker (Linux: ARG_MAX covers argv and environment
-# together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
-MAX_COMMAND_BYTES = 256 * 1024
 MAX_ENV_BYTES = 64 * 1024
 Text = Annotated[str, Field(max_length=4096)]
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -155,6 +153,15 @@ class WhoAmI(BaseModel):
     os_user: str | None  # the OS account the caller's jobs run as (None: the control plane's)
 
 
+class ProgressOut(BaseModel):
+    """The SDK's last progress report of a job (its ``status.json``); None where not reported."""
+
+    step: int | None
+    total_steps: int | None
+    checkpoint_step: int | None  # the step of its last checkpoint
+    reported_at: float | None  # when it was written (wall seconds)
+
+
 class JobOut(BaseModel):
     id: int
     name: str
@@ -197,9 +204,11 @@ class JobOut(BaseModel):
     # SLA attainment (``stint.model.sla``), so far for a job that has not finished; None if it
     # was rejected or cancelled before running
     attainment: float | None = None
+    progress: ProgressOut | None = None  # None: no report (not an SDK job, or it has not run)
 
     @staticmethod
-    def of(job: Job, user: str, node_names: list[str], now: float | None = None) -> JobOut:
+    def of(job: Job, user: str, node_names: list[str], now: float | None = None,
+           progress: ProgressOut | None = None) -> JobOut:
         alloc = load_alloc(job.allocation)
         return JobOut(
             id=job.id, name=job.name, user=user, command=json.loads(job.command), gpus=job.gpus,
@@ -220,6 +229,7 @@ class JobOut(BaseModel):
             else None,
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
+            progress=progress,
         )
 
 
@@ -320,12 +330,3 @@ class ClusterOut(BaseModel):
     used_gpus: int
     tiers: list[TierOut]
     forecast_basis: str
-
-
-class ProgressOut(BaseModel):
-    """The SDK's last progress report of a job (its ``status.json``); None where not reported."""
-
-    step: int | None
-    total_steps: int | None
-    checkpoint_step: int | None  # the step of its last checkpoint
-    reported_at: float | None  # when it was written (wall seconds)

@@ -5,53 +5,28 @@ from __future__ import annotations
 
 import getpass
 import logging
-import math
 import os
 import signal
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi.responses import JSONResponse
 
-from stint.runtime.api import UserLimits, Who, must_be_admin
+from stint.config import ExecutorConfig, ServeConfig, validate
+from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
 from stint.runtime.metrics import CONTENT_TYPE, Metrics
-from stint.runtime.schemas import MAX_COMMAND_BYTES
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 log = logging.getLogger("stint.serve")
-
-
-@dataclass(frozen=True, slots=True)
-class ServeOptions:
-    data_dir: Path
-    db: str | None = None  # default: SQLite in data_dir
-    host: str = "127.0.0.1"
-    port: int = 8765
-    policy: str = "fifo"
-    policy_options: tuple[str, ...] = ()  # --policy-opt KEY=VALUE, as in ``stint sim``
-    executor: str = "local"
-    nodes: int = 2
-    gpus_per_node: int = 2
-    tick_s: float = 0.5  # period of the reconcile loop
-    grace_s: float = 30.0  # checkpoint request -> SIGTERM
-    max_retries: int = 3
-    ray_address: str | None = None  # --executor ray: the cluster (default: $RAY_ADDRESS)
-    jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
-    drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
-    limits: UserLimits = field(default_factory=UserLimits)
-
-    def jobs_root(self) -> Path:
-        return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
 
 
 class StartupError(RuntimeError):
@@ -61,25 +36,21 @@ class StartupError(RuntimeError):
 STORE_ID_FILE = "store-id"
 
 
-def check_options(opts: ServeOptions) -> None:
-    for name, value, low in (("--tick", opts.tick_s, 0.01), ("--grace", opts.grace_s, 0.0),
-                             ("--max-retries", opts.max_retries, 0), ("--nodes", opts.nodes, 1),
-                             ("--gpus-per-node", opts.gpus_per_node, 1)):
-        if not (value >= low and math.isfinite(value)):
-            raise StartupError(f"{name} must be at least {low} (and finite), not {value}")
-    lim = opts.limits
-    if lim.max_jobs < 1 or (lim.max_gpus is not None and lim.max_gpus < 1) or not \
-            1 <= lim.max_command_bytes <= MAX_COMMAND_BYTES:
-        raise StartupError(f"per-user limits must be positive (--max-command-bytes at most "
-                           f"{MAX_COMMAND_BYTES}): {lim}")
-    if not 0 <= opts.port <= 65535:
-        raise StartupError(f"--port must be in 0..65535, not {opts.port}")
+def check_config(cfg: ServeConfig) -> Path:
+    """The data directory, once every setting is in range (else a ``StartupError`` naming the
+    setting's key)."""
+    problem = validate(cfg)
+    if problem is not None:
+        raise StartupError(f"{problem[0]}: {problem[1]}")
+    if cfg.store.data_dir is None:
+        raise StartupError("store.data_dir is not set")
+    return cfg.store.data_dir
 
 
-def open_store(opts: ServeOptions) -> Store:
-    opts.data_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(opts.data_dir, 0o700)  # store, admin token, supervisors' state: ours alone
-    store = Store(opts.db or sqlite_url(opts.data_dir))
+def open_store(data_dir: Path, db: str | None) -> Store:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(data_dir, 0o700)  # store, admin token, supervisors' state: ours alone
+    store = Store(db or sqlite_url(data_dir))
     problem = store.integrity_problem()
     if problem is not None:
         store.close()
@@ -89,15 +60,15 @@ def open_store(opts: ServeOptions) -> Store:
     return store
 
 
-def claim_dirs(opts: ServeOptions, store_id: str, multi_user: bool, max_job_id: int) -> None:
+def claim_dirs(data_dir: Path, jobs: Path, store_id: str, multi_user: bool,
+               max_job_id: int) -> None:
     """Tie the data and jobs directories to this store: record its id in each, or refuse if a
     directory belongs to another store (or holds state of an unknown one), so job ids and job
     directories are never reused by a different job."""
-    jobs = opts.jobs_root()
     jobs.mkdir(parents=True, exist_ok=True)
     # Users must reach their own job's directory (mode 0700, theirs) but list nothing.
     os.chmod(jobs, 0o711 if multi_user else 0o700)
-    for d, state in ((opts.data_dir, opts.data_dir / "executor" / "jobs"), (jobs, jobs)):
+    for d, state in ((data_dir, data_dir / "executor" / "jobs"), (jobs, jobs)):
         path = d / STORE_ID_FILE
         try:
             known = path.read_text().strip()
@@ -123,17 +94,17 @@ def reachable(path: Path) -> Path | None:
     return None
 
 
-def make_executor(opts: ServeOptions) -> Executor:
-    state_dir = opts.data_dir / "executor"
-    if opts.executor == "local":
+def make_executor(ex: ExecutorConfig, data_dir: Path) -> Executor:
+    state_dir = data_dir / "executor"
+    if ex.kind == "local":
         from stint.runtime.executor.local import LocalExecutor
 
-        return LocalExecutor(state_dir, nodes=opts.nodes, gpus_per_node=opts.gpus_per_node)
-    if opts.executor == "ray":
+        return LocalExecutor(state_dir, nodes=ex.nodes, gpus_per_node=ex.gpus_per_node)
+    if ex.kind == "ray":
         from stint.runtime.executor import ray as ray_executor
 
-        return ray_executor.RayExecutor(state_dir, address=opts.ray_address)
-    raise ValueError(f"unknown executor {opts.executor!r}; valid: local, ray")
+        return ray_executor.RayExecutor(state_dir, address=ex.ray_address)
+    raise ValueError(f"unknown executor {ex.kind!r}; valid: local, ray")
 
 
 class ControlLoop(threading.Thread):
@@ -298,33 +269,36 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _prepare(opts: ServeOptions, multi_user: bool) -> tuple[Store, socket.socket]:
+def _prepare(cfg: ServeConfig, data_dir: Path, multi_user: bool
+             ) -> tuple[Store, socket.socket]:
     """Everything that can refuse to start, in order: the store, its lock, the directories, the
     port. Nothing runs yet."""
-    store = open_store(opts)
+    store = open_store(data_dir, cfg.store.db)
+    jobs = cfg.store.jobs_root()
     try:
         store.lock(f"pid={os.getpid()} host={socket.gethostname()}")
     except StoreLocked as exc:
         store.close()
         raise StartupError(f"another stint serve holds this store ({exc.holder}); one control "
                            "plane per store") from None
-    claim_dirs(opts, store.store_id(), multi_user, store.max_job_id())
-    if multi_user and (blocked := reachable(opts.jobs_root())) is not None:
+    claim_dirs(data_dir, jobs, store.store_id(), multi_user, store.max_job_id())
+    if multi_user and (blocked := reachable(jobs)) is not None:
         log.warning("job directories under %s are out of reach of job accounts (%s is mode "
                     "%o): jobs of accounts other than %s will fail to start; pass --jobs-dir",
-                    opts.jobs_root(), blocked, blocked.stat().st_mode & 0o777, getpass.getuser())
-    return store, _listen(opts.host, opts.port)
+                    jobs, blocked, blocked.stat().st_mode & 0o777, getpass.getuser())
+    return store, _listen(cfg.server.host, cfg.server.port)
 
 
-def serve(opts: ServeOptions) -> None:
+def serve(cfg: ServeConfig) -> None:
     import uvicorn
 
     from stint.policies.registry import make_with_options
     from stint.runtime.api import ApiSettings, create_app
 
-    check_options(opts)
+    data_dir = check_config(cfg)
+    name, options = cfg.policy_name(), cfg.policy_options()
     try:
-        policy = make_with_options(opts.policy, opts.policy_options)  # fail before anything
+        policy = make_with_options(name, options)  # fail before anything
     except (KeyError, ValueError) as exc:
         raise StartupError(str(exc).strip("'\"")) from None
     os.umask(0o077)  # everything the control plane writes is its own (jobs' dirs are chowned)
@@ -335,26 +309,27 @@ def serve(opts: ServeOptions) -> None:
     else:
         log.warning("single-user mode (not running as root): every job runs as %s, with the "
                     "control plane's rights; run as root to isolate users", me)
-    store, sock = _prepare(opts, multi_user)
-    if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
-        log.warning("created the admin token in %s", opts.data_dir / "admin.token")
-    executor = make_executor(opts)
+    store, sock = _prepare(cfg, data_dir, multi_user)
+    token_file = data_dir / "admin.token"
+    if store.ensure_admin_token(token_file, time.time(), os_user=me):
+        log.warning("created the admin token in %s", token_file)
+    executor = make_executor(cfg.executor, data_dir)
     metrics = Metrics(store)
+    ctl = cfg.controller
     controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s,
-        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)), metrics)
-    loop = ControlLoop(controller, opts.tick_s)
+        jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
+        forecast_policy=lambda: make_with_options(name, options),
+        slow_step_s=ctl.slow_step_s), metrics)
+    loop = ControlLoop(controller, ctl.tick_s)
     loop.start()
-    app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
-                                        own_account=me,
-                                        admin_token_file=opts.data_dir / "admin.token",
-                                        limits=opts.limits, policy=opts.policy))
+    app = create_app(store, ApiSettings(jobs_dir=cfg.store.jobs_root(), multi_user=multi_user,
+                                        own_account=me, admin_token_file=token_file,
+                                        limits=cfg.limits, policy=name))
     add_health_route(app, loop)
     add_metrics(app, metrics)
-    log.warning("listening on http://%s:%d (API under /v1, Prometheus metrics at /metrics); "
-                "the CLI reads %s", opts.host, opts.port, opts.data_dir / "admin.token")
+    log_listening(cfg, sock, token_file, name)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    drain = [opts.drain]
+    drain = [ctl.drain]
 
     def request_drain() -> list[str]:
         drain[0] = server.should_exit = True
@@ -367,6 +342,22 @@ def serve(opts: ServeOptions) -> None:
     try:
         server.run(sockets=[sock])
     finally:
-        shut_down(loop, executor, drain[0], opts.grace_s)
+        shut_down(loop, executor, drain[0], ctl.grace_s)
         executor.close()
         store.close()
+
+
+def log_listening(cfg: ServeConfig, sock: socket.socket, token_file: Path, policy: str) -> None:
+    """Where the control plane listens and how to connect to it (at WARNING: shown at every
+    log level but ``error``)."""
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    ex = cfg.executor
+    where = (f"{ex.nodes} local node(s) of {ex.gpus_per_node} GPU(s)" if ex.kind == "local"
+             else f"ray at {ex.ray_address or '$RAY_ADDRESS'}")
+    log.warning("listening on %s: API under /v1, Prometheus metrics at /metrics; policy %s "
+                "on %s", url, policy, where)
+    log.warning("connect: stint jobs --server %s (or STINT_SERVER=%s); the admin's token is "
+                "in %s (read by the CLI on this machine), other users get theirs from an "
+                "admin (stint token create NAME) and pass it as STINT_TOKEN or --token",
+                url, url, token_file)

@@ -436,11 +436,15 @@ class Store:
         return job
 
     def list_jobs(
-        self, caller: Caller, states: Sequence[str] = (), limit: int = 1000, offset: int = 0
+        self, caller: Caller, states: Sequence[str] = (), limit: int = 1000, offset: int = 0,
+        user_id: int | None = None,
     ) -> list[Job]:
+        """The jobs ``caller`` may see (an admin: all; ``user_id``: that user's only)."""
         q = select(Job).order_by(Job.id).limit(limit).offset(offset)
         if not caller.is_admin:
             q = q.where(Job.user_id == caller.user_id)
+        if user_id is not None:
+            q = q.where(Job.user_id == user_id)
         if states:
             q = q.where(Job.state.in_(list(states)))
         with self.read() as s:

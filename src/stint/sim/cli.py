@@ -24,8 +24,10 @@ def sim(
     trace: Annotated[str, typer.Option(help="'philly', 'pollux:N' (N=1..8) or a CSV path.")] = "philly",
     policy: Annotated[str | None, typer.Option(
         help="Comma-separated policy names [default: fifo,srtf,drf,tiresias].")] = None,
-    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name and "
-                                                "[policy.options] (flags win).")] = None,
+    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name, "
+                                                "[policy.options] and [tiers] targets (flags "
+                                                "win; a serve config's other tables are "
+                                                "checked, not used).")] = None,
     policy_opt: Annotated[list[str] | None, typer.Option(
         help="A policy parameter, KEY=VALUE (POLICY.KEY=VALUE for one of several); repeatable. "
         "`stint policies` lists each policy's keys.")] = None,
@@ -112,13 +114,15 @@ def sim(
             err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
             raise typer.Exit(2)
         nodes, gpus_per_node = gpus // 8, 8
-    from stint.config import ConfigError, PolicyConfig, load_policy, merged_options
+    from stint.config import ConfigError, ServeConfig, merged_options, tier_options
+    from stint.config import load as load_config
 
     try:
-        conf = load_policy(config) if config is not None else PolicyConfig(None, ())
+        filed = load_config(config) if config is not None else ServeConfig()
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    conf = filed.policy
     policy = policy or conf.name or "fifo,srtf,drf,tiresias"
     if job_model not in ("auto", "samples"):
         err.print(f"[red]--job-model must be 'auto' or 'samples' (got {job_model!r})")
@@ -147,10 +151,12 @@ def sim(
         tl = timelines[name] = Timeline(first_s + window[0] * 3600, first_s + window[1] * 3600)
         return tl
 
+    names = tuple(p.strip() for p in policy.split(",") if p.strip())
     cfg = SimConfig(
         trace=trace,
-        policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
-        policy_options=merged_options(conf.options, tuple(policy_opt or ())),
+        policies=names,
+        policy_options=tier_options(names, filed.tiers)
+        + merged_options(conf.options, tuple(policy_opt or ())),
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         seed=seed,
@@ -161,6 +167,7 @@ def sim(
         elastic=elastic,
         decision_period_s=decide_every,
         tiers=mix,
+        sla=filed.tiers,
     )
     try:
         with _progress(err) as bar:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stint.model.cluster import Cluster
+from stint.model.sla import SlaTargets
 from stint.perf.profile import ProfileModel
 from stint.policies.base import PerfModel
 from stint.policies.registry import make_with_options
@@ -44,6 +45,7 @@ class SimConfig:
     samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
     batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
     tiers: TierMix = field(default_factory=TierMix)  # tier shares for traces without tiers
+    sla: SlaTargets = field(default_factory=SlaTargets)  # what ``tiers`` in the summary meets
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -111,7 +113,8 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
         cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
         on_progress=on_progress, decision_period_s=cfg.decision_period_s, on_action=on_action,
     )
-    return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
+    return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch,
+                   sla=cfg.sla)
 
 
 def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The supervisor of one worker process: run it, relay stop requests, record how it ended.
 
-Run by file path (``python shim.py --dir D --rank R [--user NAME] [--chdir DIR] -- COMMAND...``)
+Run by file path (``python shim.py --dir D --rank R [--user NAME] [--chdir DIR] [--prefix TEXT]
+-- COMMAND...``)
 so that it imports only the
 standard library and starts fast. Why it exists: a controller restarted after a SIGKILL cannot
 ``waitpid()`` the workers its predecessor started, so each worker gets a parent that outlives the
@@ -24,6 +25,9 @@ lives here, not in the controller, so it completes even if the controller dies m
 account (root), so the worker can neither signal it nor read its ``/proc`` entries. ``--chdir``
 is entered as the worker's account, after it dropped privileges (default: the account's home, or
 ``/`` if it has none); if that fails the worker exits 127 with the reason in the log.
+``--prefix TEXT``: the worker's stdout and stderr reach this process's stdout (the job's log)
+through a pipe, ``TEXT`` at the start of every line (the executor gives ``[attempt A rank R] ``,
+so the ranks and attempts of a job's one log are told apart).
 """
 
 from __future__ import annotations
@@ -163,8 +167,8 @@ def read_json_nofollow(path: str, limit: int = 1 << 20) -> Any:
         return None
 
 
-def _log(msg: str) -> None:
-    sys.stderr.write(f"[stint-shim {time.strftime('%H:%M:%S')}] {msg}\n")
+def _log(msg: str, prefix: str = "") -> None:
+    sys.stderr.write(f"{prefix}[stint-shim {time.strftime('%H:%M:%S')}] {msg}\n")
     sys.stderr.flush()
 
 
@@ -189,11 +193,43 @@ def _enter(cwd: str | None) -> None:
     _die_with_parent()
 
 
+class _Prefixer:
+    """Copies the worker's output (a pipe) to this process's stdout (the job's log), ``prefix``
+    at the start of every line, as it comes (a partial line is not held back). A write that
+    fails (a full disk) drops that output: supervision goes on."""
+
+    def __init__(self, fd: int, prefix: str, out: int = 1) -> None:
+        self.fd, self.prefix, self.out = fd, prefix.encode(), out
+        self.at_start = True
+        os.set_blocking(fd, False)
+
+    def pump(self) -> bool:
+        """Copy what is there; False once the pipe is closed (every writer gone)."""
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            out = bytearray()
+            for piece in data.splitlines(keepends=True):
+                if self.at_start:
+                    out += self.prefix
+                out += piece
+                self.at_start = piece.endswith((b"\n", b"\r"))
+            try:
+                os.write(self.out, out)
+            except OSError:
+                pass
+
+
 class _Supervisor:
     def __init__(self, state_dir: str, rank: int, command: list[str], user: str | None = None,
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, prefix: str = "") -> None:
         self.dir, self.rank, self.command = state_dir, rank, command
-        self.user, self.cwd = user, cwd
+        self.user, self.cwd, self.prefix = user, cwd, prefix
+        self.output: _Prefixer | None = None  # the worker's output, when lines are prefixed
         self.pending: list[int] = []
         self.stop_kind: str | None = None
         self.term_at: float | None = None  # when to send SIGTERM
@@ -216,7 +252,7 @@ class _Supervisor:
         try:
             child = self._start()
         except (OSError, LookupError, subprocess.SubprocessError) as e:
-            _log(f"cannot start {self.command[0]!r}: {e}")
+            _log(f"cannot start {self.command[0]!r}: {e}", self.prefix)
             self._record(127, f"cannot start {self.command[0]!r}: {e}")
             return 0
         write_json_atomic(
@@ -225,20 +261,28 @@ class _Supervisor:
         self.pgid = child.pid
         self._check_stop_file()  # a request that came before we were ready
         pidfd = os.pidfd_open(child.pid)
+        out = self.output
         while True:
             timeout = self._next_deadline()
-            ready, _, _ = select.select([pidfd, wake_r], [], [], timeout)
+            watched = [pidfd, wake_r] + ([out.fd] if out is not None else [])
+            ready, _, _ = select.select(watched, [], [], timeout)
             if wake_r in ready:
                 try:
                     os.read(wake_r, 4096)
                 except BlockingIOError:
                     pass
+            if out is not None and out.fd in ready and not out.pump():
+                os.close(out.fd)
+                out = None
             self._handle_pending()
             self._escalate()
             if pidfd in ready:
                 break
         rc = child.wait()
         self._killpg(signal.SIGKILL)  # leftovers of the worker's process group (e.g. loaders)
+        if out is not None:  # what they wrote last (a writer outside the group is not waited for)
+            out.pump()
+            os.close(out.fd)
         self._record(rc, "")
         return 0
 
@@ -252,16 +296,26 @@ class _Supervisor:
             if cwd is None:
                 cwd = acct.home if os.path.isdir(acct.home) else "/"
             uid, gid, groups = acct.uid, acct.gid, list(acct.groups)
+        write = None
+        if self.prefix:
+            read, write = os.pipe()
+            self.output = _Prefixer(read, self.prefix)
         # preexec_fn is safe here: this process has a single thread.
-        return subprocess.Popen(
-            self.command,
-            start_new_session=True,
-            env=env,
-            preexec_fn=lambda: _enter(cwd),  # noqa: PLW1509
-            user=uid,
-            group=gid,
-            extra_groups=groups,
-        )
+        try:
+            return subprocess.Popen(
+                self.command,
+                start_new_session=True,
+                env=env,
+                preexec_fn=lambda: _enter(cwd),  # noqa: PLW1509
+                user=uid,
+                group=gid,
+                extra_groups=groups,
+                stdout=write,
+                stderr=subprocess.STDOUT if write is not None else None,
+            )
+        finally:
+            if write is not None:
+                os.close(write)
 
     def _next_deadline(self) -> float | None:
         times = [t for t in (self.term_at, self.kill_at) if t is not None]
@@ -277,12 +331,12 @@ class _Supervisor:
             return
         self.stop_kind = stop["kind"]
         if stop["kind"] == "stop":
-            _log(f"stop requested: SIGUSR1 to the worker, SIGTERM after {stop['grace_s']}s")
+            _log(f"stop requested: SIGUSR1 to the worker, SIGTERM after {stop['grace_s']}s", self.prefix)
             self._killpg(signal.SIGUSR1)
             self.term_at = float(stop["requested_at"]) + float(stop["grace_s"])
             self.term_grace = float(stop["term_grace_s"])
         else:
-            _log(f"{stop['kind']}: SIGKILL to the worker")
+            _log(f"{stop['kind']}: SIGKILL to the worker", self.prefix)
             self._killpg(signal.SIGKILL)
             self.term_at = None
 
@@ -298,12 +352,12 @@ class _Supervisor:
     def _escalate(self) -> None:
         now = time.time()
         if self.term_at is not None and now >= self.term_at:
-            _log(f"grace period over: SIGTERM to the worker, SIGKILL after {self.term_grace}s")
+            _log(f"grace period over: SIGTERM to the worker, SIGKILL after {self.term_grace}s", self.prefix)
             self._killpg(signal.SIGTERM)
             self.term_at = None
             self.kill_at = now + self.term_grace
         if self.kill_at is not None and now >= self.kill_at:
-            _log("worker still alive: SIGKILL")
+            _log("worker still alive: SIGKILL", self.prefix)
             self._killpg(signal.SIGKILL)
             self.kill_at = None
 
@@ -330,7 +384,7 @@ class _Supervisor:
                 except OSError:
                     pass
                 try:
-                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying")
+                    _log(f"cannot record the worker's exit code {returncode} ({e}); retrying", self.prefix)
                 except OSError:
                     pass
                 time.sleep(wait)
@@ -346,15 +400,15 @@ def main(argv: list[str]) -> int:
             return 1
         argv = argv[2:]
     opts: dict[str, str] = {}
-    while len(argv) >= 2 and argv[0] in ("--dir", "--rank", "--user", "--chdir"):
+    while len(argv) >= 2 and argv[0] in ("--dir", "--rank", "--user", "--chdir", "--prefix"):
         opts[argv[0][2:]] = argv[1]
         argv = argv[2:]
     if "dir" not in opts or "rank" not in opts or argv[:1] != ["--"] or len(argv) < 2:
         sys.stderr.write("usage: shim.py [--die-with-parent PID] --dir STATE_DIR --rank R "
-                         "[--user NAME] [--chdir DIR] -- COMMAND...\n")
+                         "[--user NAME] [--chdir DIR] [--prefix TEXT] -- COMMAND...\n")
         return 2
     return _Supervisor(opts["dir"], int(opts["rank"]), argv[1:], opts.get("user"),
-                       opts.get("chdir")).run()
+                       opts.get("chdir"), opts.get("prefix", "")).run()
 
 
 if __name__ == "__main__":

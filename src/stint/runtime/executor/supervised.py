@@ -249,7 +249,8 @@ class SupervisedExecutor(ABC):
     @staticmethod
     def shim_args(w: WorkerLaunch, attempt_dir: Path) -> list[str]:
         """The supervisor's arguments for ``w`` (after the path of shim.py)."""
-        args = ["--dir", str(attempt_dir), "--rank", str(w.rank)]
+        args = ["--dir", str(attempt_dir), "--rank", str(w.rank),
+                "--prefix", f"[attempt {w.attempt} rank {w.rank}] "]
         if w.os_user is not None:
             args += ["--user", w.os_user]
         if w.cwd is not None:

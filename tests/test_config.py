@@ -1,0 +1,139 @@
+"""The config file of ``stint serve`` (and ``stint sim``): what ``--print-config`` prints loads
+back to the same settings, flags given win over the file (and only those), and an error names
+the file, the line and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stint.cli import app
+from stint.config import ConfigError, ServeConfig, dump, line_of, load
+from stint.model.job import Tier
+
+CONFIG = """\
+# a comment
+[executor]
+nodes = 3
+
+[controller]
+tick_s = 0.2
+max_retries = 5
+
+[policy]
+name = "singularity"
+[policy.options]
+min_hold_s = 2
+
+[tiers]
+premium = 0.9
+basic = "best-effort"
+
+[limits]
+max_gpus = 4
+tiers = ["standard", "basic"]
+
+[limits.users."ali.ce"]
+tiers = ["premium", "standard", "basic"]
+"""
+
+
+def _print(tmp_path: Path, *args: str) -> str:
+    r = CliRunner().invoke(app, ["serve", "--data-dir", str(tmp_path / "d"), "--print-config",
+                                 *args])
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+def test_print_config_loads_back_to_the_same_settings(tmp_path: Path) -> None:
+    conf = tmp_path / "serve.toml"
+    conf.write_text(CONFIG)
+    filed = load(conf)
+    assert filed.executor.nodes == 3 and filed.controller.tick_s == 0.2
+    assert filed.tiers.premium == 0.9 and filed.tiers.standard == 0.70 and filed.tiers.basic is None
+    alice = filed.limits.of("ali.ce")
+    assert alice.tiers == tuple(Tier) and alice.max_gpus == 4  # the rest from [limits]
+    assert filed.limits.of("bob").tiers == (Tier.STANDARD, Tier.BASIC)
+    assert "singularity.premium=0.9" in filed.policy_options()  # the tiers reach the policy
+    printed = _print(tmp_path, "--config", str(conf))
+    again = tmp_path / "printed.toml"
+    again.write_text(printed)
+    back = load(again)
+    assert back.executor == filed.executor and back.controller == filed.controller
+    assert back.policy == filed.policy and back.tiers == filed.tiers
+    assert back.limits == filed.limits
+    assert back.store.data_dir == (tmp_path / "d").resolve()
+    assert _print(tmp_path, "--config", str(again)) == printed
+    assert dump(load(_write(tmp_path, dump(ServeConfig())))) == dump(ServeConfig())
+
+
+def test_flags_given_win_over_the_file_and_only_those(tmp_path: Path) -> None:
+    conf = tmp_path / "serve.toml"
+    conf.write_text(CONFIG)
+    out = tmp_path / "out.toml"
+    out.write_text(_print(tmp_path, "--config", str(conf), "--max-retries", "0", "--port", "9000",
+                          "--policy-opt", "min_hold_s=7", "--max-gpus-per-user", "8"))
+    got = load(out)
+    assert (got.controller.max_retries, got.server.port) == (0, 9000)
+    assert got.controller.tick_s == 0.2 and got.executor.nodes == 3  # not given: the file's
+    assert got.policy.options == ("min_hold_s=7",)
+    assert got.limits.default.max_gpus == 8 and got.limits.of("ali.ce").max_gpus == 4
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("[controller]\n\ntick_s = 0.001\n", 3, "controller.tick_s: must be at least 0.01"),
+    ("[limits.users.bob]\nmax_gpu = 3\n", 2, "unknown key limits.users.bob.max_gpu"),
+    ("[limits]\ntiers = [\n  \"gold\",\n]\n", 2, "limits.tiers: 'gold' is not a tier"),
+    ("[tiers]\npremium = 1.5\n", 2, "tiers.premium: must be a target in (0, 1]"),
+    ("[server]\nport = \"x\"\n", 2, "server.port: must be an integer"),
+    ("server.port = 70000\n", 1, "server.port: must be in 0..65535"),
+    ("[policy.options]\npremium = 0.9\n", 2, "policy.options.premium: tier targets belong in"),
+    ('[policy]\nname = "oasis"\n[policy.options]\nslot = 5\n', 4,
+     "policy.options.slot: policy 'oasis' has no option 'slot'; valid: slot_s"),
+    ('[policy]\nname = "nope"\n', 2, "policy.name: unknown policy 'nope'"),
+])
+def test_errors_name_the_file_the_line_and_the_key(tmp_path: Path, text: str, line: int,
+                                                   words: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    assert str(err.value).startswith(f"{path}:{line}: ") and words in str(err.value)
+    r = CliRunner().invoke(app, ["serve", "--config", str(path), "--data-dir",
+                                 str(tmp_path / "d")])
+    assert r.exit_code == 2 and f"{path}:{line}: " in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_flag_out_of_range_is_named_as_the_flag(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["serve", "--tick", "0", "--print-config"])
+    assert r.exit_code == 2 and "--tick: must be at least 0.01" in r.output
+
+
+def test_line_of_reads_headers_dotted_and_quoted_keys() -> None:
+    text = 'a.b = 1\n[t."x.y"]\nk = 2\n[t.z]  # c\n"q" = 3\n'
+    assert line_of(text, ("a", "b")) == 1
+    assert line_of(text, ("t", "x.y", "k")) == 3
+    assert line_of(text, ("t", "x.y", "nope")) == 2  # the table's header
+    assert line_of(text, ("t", "z", "q")) == 5
+    assert line_of(text, ("other",)) is None
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+def test_tier_targets_reach_only_the_policies_that_take_them() -> None:
+    from stint.config import tier_options
+    from stint.model.sla import SlaTargets
+    from stint.policies.registry import make_with_options
+    from stint.policies.singularity import Singularity
+
+    opts = tier_options(("fifo", "singularity"), SlaTargets(0.9, 0.5, None))
+    assert opts == ("singularity.premium=0.9", "singularity.standard=0.5", "singularity.basic=none")
+    policy = make_with_options("singularity", opts)
+    assert isinstance(policy, Singularity) and policy.sla == SlaTargets(0.9, 0.5, None)
+    make_with_options("fifo", opts)  # another policy's keys are not its own
