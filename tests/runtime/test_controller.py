@@ -101,6 +101,11 @@ def test_preempt_checkpoints_and_resumes_from_the_checkpoint(h: Harness, tmp_pat
     h.run_until(jid, lambda j: j.state == "succeeded", "success")
     assert h.path(jid) == ["queued", "admitted", "starting", "running", "checkpointing",
                            "preempted", "resumed", "starting", "running", "succeeded"]
+    # The operator's preempt stays a preempt while FIFO, with the GPUs free, already wants the
+    # job back: its stop is not relabelled a migration.
+    reasons = {t.dst: t.reason for t in h.store.transitions(jid)}
+    assert reasons["preempted"].startswith("preempt: checkpointed"), reasons
+    assert "migrate" not in reasons["starting"], reasons
     state = result(out)
     assert state["total"] == 50 * 51 // 2
     assert [r[0] for r in state["resumes"]] == [1, 2]  # attempts 1 and 2 ran, each once

@@ -57,6 +57,10 @@ S = JobState
 EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
 
 
+# A stop in progress keeps its purpose unless a stronger one comes (``Controller._stop``).
+_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "reject": 3, "cancel": 4}
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     job_id: int
@@ -378,7 +382,11 @@ class Controller:
         cols = {"stop_purpose": purpose, "stop_deadline": now + self.config.grace_s,
                     "target": dump_alloc(target) if target else None}
         if job.state == S.CHECKPOINTING:
-            for k, v in cols.items():  # already stopping: only the purpose changes
+            # Already stopping: the target changes, and the purpose only to a stronger one (a
+            # preempt that the policy follows with a new placement stays a preempt).
+            if _STOP_STRENGTH.get(purpose, 0) < _STOP_STRENGTH.get(job.stop_purpose or "", 0):
+                cols["stop_purpose"] = job.stop_purpose
+            for k, v in cols.items():
                 setattr(job, k, v)
         else:
             record_transition(s, job, S.CHECKPOINTING, now, reason, **cols)
