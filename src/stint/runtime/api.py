@@ -13,7 +13,7 @@ import os
 import pwd
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -84,6 +84,9 @@ class ApiSettings:
     own_account: str = field(default_factory=getpass.getuser)
     admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
     limits: UserLimits = field(default_factory=UserLimits)
+    # A fleet (``serve --fleet``): each cluster's storage directory, where its jobs' logs are
+    # (empty: a single cluster, logs under ``jobs_dir``)
+    clusters: Mapping[str, Path] = field(default_factory=dict)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -136,7 +139,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     def out(job: Job, who: Caller) -> JobOut:
         user = who.name if job.user_id == who.user_id else store.user_names().get(job.user_id, "?")
-        return JobOut.of(job, user, nodes.names())
+        return JobOut.of(job, user, nodes.names(job.cluster))
 
     @app.get("/v1/health")
     def health() -> dict[str, str]:
@@ -155,9 +158,9 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
         offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     ) -> list[JobOut]:
-        users, names = store.user_names(), nodes.names()
+        users = store.user_names()
         jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset)
-        return [JobOut.of(j, users.get(j.user_id, "?"), names) for j in jobs]
+        return [JobOut.of(j, users.get(j.user_id, "?"), nodes.names(j.cluster)) for j in jobs]
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: JobId, who: Who) -> JobDetail:
@@ -169,7 +172,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     def logs(job_id: JobId, who: Who,
              offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0) -> LogsOut:
         job = own_job(job_id, who)
-        text, nxt = _read_log(settings.jobs_dir / str(job_id) / "log.txt", offset)
+        where = settings.clusters.get(job.cluster or "", settings.jobs_dir)
+        text, nxt = _read_log(where / str(job_id) / "log.txt", offset)
         return LogsOut(text=text, next_offset=nxt, finished=job.state in TERMINAL)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202)
@@ -210,6 +214,9 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs/{job_id}/migrate", status_code=202)
     def migrate(job_id: JobId, body: MigrateIn, who: Who) -> JobOut:
         job = pinnable(job_id, who)
+        if body.to_cluster is not None:
+            return to_cluster(job, body.to_cluster, who)
+        assert body.node is not None
         gpus = nodes.gpus()
         if body.node not in gpus:
             raise unprocessable("node", f"no node {body.node!r}; nodes are {sorted(gpus)}")
@@ -219,6 +226,21 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
                                 f"{job_id} needs {workers}")
         store.request(job_id, who, "migrate", body.node, settings.clock(), pin_node=body.node)
         return out(own_job(job_id, who), who)
+
+    def to_cluster(job: Job, cluster: str, who: Caller) -> JobOut:
+        if cluster not in settings.clusters:
+            known = sorted(settings.clusters) or "none: not a fleet"
+            raise unprocessable("to_cluster", f"no cluster {cluster!r}; clusters are {known}")
+        if job.gpus > nodes.cluster_gpus(cluster):
+            raise unprocessable("to_cluster", f"cluster {cluster} has "
+                                f"{nodes.cluster_gpus(cluster)} GPUs; job {job.id} needs {job.gpus}")
+        if job.cluster == cluster and not job.to_cluster:
+            raise HTTPException(409, f"job {job.id} is already on cluster {cluster}")
+        if job.to_cluster:
+            raise HTTPException(409, f"job {job.id} is already moving to cluster {job.to_cluster}")
+        store.request(job.id, who, "migrate", f"cluster={cluster}", settings.clock(),
+                      to_cluster=cluster)
+        return out(own_job(job.id, who), who)
 
     @app.post("/v1/jobs/{job_id}/unpin", status_code=202)
     def unpin(job_id: JobId, who: Who) -> JobOut:
@@ -276,14 +298,27 @@ class _NodeCache:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._gpus: dict[str, int] | None = None
+        self._names: dict[str, list[str]] = {}  # by cluster ("" for a single cluster)
+        self._cluster_gpus: dict[str, int] = {}
 
     def gpus(self) -> dict[str, int]:
         if not self._gpus:
-            self._gpus = {n.name: n.gpus for n in self._store.nodes()}
+            rows = self._store.nodes()
+            self._gpus = {n.name: n.gpus for n in rows}
+            self._names, self._cluster_gpus = {}, {}
+            for n in rows:  # (ordered by cluster, then position)
+                self._names.setdefault(n.cluster, []).append(n.name)
+                self._cluster_gpus[n.cluster] = self._cluster_gpus.get(n.cluster, 0) + n.gpus
         return self._gpus
 
-    def names(self) -> list[str]:
-        return list(self.gpus())
+    def names(self, cluster: str | None = None) -> list[str]:
+        """The node names of ``cluster`` by position (Allocations refer to positions)."""
+        self.gpus()
+        return self._names.get(cluster or "", [])
+
+    def cluster_gpus(self, cluster: str) -> int:
+        self.gpus()
+        return self._cluster_gpus.get(cluster, 0)
 
 
 def must_be_admin(who: Caller, what: str) -> None:
@@ -369,15 +404,17 @@ def _nodes(store: Store, who: Caller) -> list[NodeOut]:
     """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
     admin)."""
     rows = store.nodes()
-    used = {n.position: 0 for n in rows}
-    jobs: dict[int, list[int]] = {n.position: [] for n in rows}
+    used = {(n.cluster, n.position): 0 for n in rows}
+    jobs: dict[tuple[str, int], list[int]] = {(n.cluster, n.position): [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
         for node, count in load_alloc(job.allocation).workers:
-            used[node] = used.get(node, 0) + count
+            key = (job.cluster or "", node)
+            used[key] = used.get(key, 0) + count
             if who.is_admin or job.user_id == who.user_id:
-                jobs.setdefault(node, []).append(job.id)
-    return [NodeOut(name=n.name, gpus=n.gpus, used=used[n.position],
-                    free=n.gpus - used[n.position], state=n.state, jobs=jobs[n.position])
+                jobs.setdefault(key, []).append(job.id)
+    return [NodeOut(name=n.name, gpus=n.gpus, used=used[(n.cluster, n.position)],
+                    free=n.gpus - used[(n.cluster, n.position)], state=n.state,
+                    jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region)
             for n in rows]
 
 

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stint.model.job import Tier
 from stint.model.sla import attainment
@@ -118,13 +118,23 @@ class ResizeIn(BaseModel):
 
 
 class MigrateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    node: str = Field(min_length=1, max_length=128)
+    """A node of the job's cluster (``node``), or another cluster of the fleet (``to_cluster``):
+    exactly one."""
 
-    @field_validator("node")
+    model_config = ConfigDict(extra="forbid")
+    node: str | None = Field(default=None, min_length=1, max_length=128)
+    to_cluster: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("node", "to_cluster")
     @classmethod
-    def _node(cls, node: str) -> str:
-        return _no_nul(node, "node")
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _no_nul(value, "node")
+
+    @model_validator(mode="after")
+    def _one(self) -> MigrateIn:
+        if (self.node is None) == (self.to_cluster is None):
+            raise ValueError("give exactly one of node and to_cluster")
+        return self
 
 
 class TokenIn(BaseModel):
@@ -193,6 +203,12 @@ class JobOut(BaseModel):
     # SLA attainment (``stint.model.sla``), so far for a job that has not finished; None if it
     # was rejected or cancelled before running
     attainment: float | None = None
+    # In a fleet: the cluster it is on (None: not placed yet, or a single cluster), the one it
+    # is moving to, and its checkpoint's last copy between clusters (bytes, seconds)
+    cluster: str | None = None
+    to_cluster: str | None = None
+    copy_bytes: int | None = None
+    copy_s: float | None = None
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str], now: float | None = None) -> JobOut:
@@ -214,6 +230,8 @@ class JobOut(BaseModel):
             est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
+            cluster=job.cluster, to_cluster=job.to_cluster, copy_bytes=job.copy_bytes,
+            copy_s=job.copy_s,
         )
 
 
@@ -250,6 +268,8 @@ class NodeOut(BaseModel):
     free: int
     state: str
     jobs: list[int]
+    cluster: str = ""  # in a fleet (else "")
+    region: str = ""
 
 
 def live_attainment(job: Job, now: float) -> float | None:

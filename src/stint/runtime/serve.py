@@ -14,10 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi.responses import JSONResponse
 
+from stint.policies.base import Policy
+from stint.policies.registry import make_with_options
 from stint.runtime.api import UserLimits, Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
@@ -49,6 +51,9 @@ class ServeOptions:
     jobs_dir: Path | None = None  # each job's log and checkpoints (default: <data-dir>-jobs)
     drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
     limits: UserLimits = field(default_factory=UserLimits)
+    fleet: Path | None = None  # --fleet: several clusters (docs/fleet.md, "Live")
+    global_policy: str = "gain"  # --global: the fleet's global scheduler (policies/fleet)
+    global_options: tuple[str, ...] = ()  # --global-opt KEY=VALUE
 
     def jobs_root(self) -> Path:
         return self.jobs_dir or self.data_dir.with_name(self.data_dir.name + "-jobs")
@@ -136,6 +141,92 @@ def make_executor(opts: ServeOptions) -> Executor:
     raise ValueError(f"unknown executor {opts.executor!r}; valid: local, ray")
 
 
+class Steppable(Protocol):
+    """What the loop drives: a ``Controller``, or a ``FleetControl`` over several."""
+
+    def step(self, now: float) -> object: ...
+
+    def recover(self, now: float) -> None: ...
+
+
+@dataclass(slots=True)
+class Plane:
+    """What serve runs: the loop's body, every executor it drives, and (a fleet) each
+    cluster's storage directory by name."""
+
+    body: Steppable
+    executors: list[Executor]
+    storage: dict[str, Path] = field(default_factory=dict)
+    close: Callable[[], None] = lambda: None
+
+
+def single_plane(opts: ServeOptions, store: Store, policy: Policy, metrics: Metrics) -> Plane:
+    executor = make_executor(opts)
+    controller = Controller(store, executor, policy, ControllerConfig(
+        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s,
+        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)), metrics)
+    store.keep_clusters([""])
+    return Plane(controller, [executor])
+
+
+def fleet_plane(opts: ServeOptions, store: Store, metrics: Metrics) -> Plane:
+    """One controller per cluster of ``opts.fleet`` (each with its executor, policy and
+    storage), a copy service for each cluster that names none, and the global scheduler."""
+    from stint.model.fleet import FleetError, parse_fleet
+    from stint.policies.fleet.registry import make_global
+    from stint.runtime.copy import start_storage
+    from stint.runtime.fleet import FleetControl, Member
+
+    assert opts.fleet is not None
+    try:
+        fleet = parse_fleet(opts.fleet.read_text(), str(opts.fleet))
+        global_policy = make_global(opts.global_policy, opts.global_options)
+    except (FleetError, ValueError, OSError) as exc:
+        raise StartupError(str(exc)) from None
+    members: dict[str, Member] = {}
+    servers = []
+    for c in fleet.clusters:
+        storage = Path(c.storage) if c.storage else opts.jobs_root() / c.name
+        storage.mkdir(parents=True, exist_ok=True)
+        copy = c.copy
+        if not copy:
+            server, copy = start_storage(storage)
+            servers.append(server)
+        executor = cluster_executor(opts, c.name, c.executor, c.nodes, c.gpus_per_node)
+        controller = Controller(store, executor, make_with_options(opts.policy, opts.policy_options),
+                                ControllerConfig(jobs_dir=storage, max_retries=opts.max_retries,
+                                                 grace_s=opts.grace_s),
+                                metrics, member=c.name, region=c.region)
+        members[c.name] = Member(controller, storage, copy)
+    store.keep_clusters(list(members))
+    body = FleetControl(store, fleet, members, global_policy)
+
+    def close() -> None:
+        body.close()
+        for server in servers:
+            server.shutdown()
+
+    return Plane(body, [m.controller.executor for m in members.values()],
+                 {n: m.storage for n, m in members.items()}, close)
+
+
+def cluster_executor(opts: ServeOptions, name: str, kind: str, nodes: int, gpus: int) -> Executor:
+    """A fleet cluster's executor from its ``executor`` key."""
+    state_dir = opts.data_dir / "executor" / name
+    if kind == "local":
+        from stint.runtime.executor.local import LocalExecutor
+
+        return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus)
+    if kind.startswith("http://"):
+        from stint.runtime.executor.base import NodeInfo
+        from stint.runtime.executor.remote import RemoteExecutor
+
+        return RemoteExecutor(kind, [NodeInfo(f"node-{i}", gpus) for i in range(nodes)], name)
+    from stint.runtime.executor import ray as ray_executor
+
+    return ray_executor.RayExecutor(state_dir, address=None if kind == "ray" else kind)
+
+
 class ControlLoop(threading.Thread):
     """Steps the controller every ``tick_s`` seconds of wall-clock time until stopped.
 
@@ -148,7 +239,7 @@ class ControlLoop(threading.Thread):
 
     MAX_BACKOFF_S = 5.0
 
-    def __init__(self, controller: Controller, tick_s: float) -> None:
+    def __init__(self, controller: Steppable, tick_s: float) -> None:
         super().__init__(name="stint-controller", daemon=True)
         self.controller, self.tick_s = controller, tick_s
         self.stopping = threading.Event()
@@ -257,21 +348,26 @@ def add_drain_route(app: FastAPI, request: Callable[[], list[str]]) -> None:
     app.add_api_route("/v1/drain", drain, methods=["POST"], status_code=202)
 
 
-def shut_down(loop: ControlLoop, executor: Executor, drain: bool, grace_s: float) -> None:
+def shut_down(loop: ControlLoop, executors: list[Executor], drain: bool, grace_s: float) -> None:
     """Stop the loop; with ``drain``, ask every running job to checkpoint and wait for it (up
     to the grace period and the SIGTERM escalation). Jobs left running are named in the log: by
     design they outlive the control plane, and the next ``stint serve`` re-adopts them. The
     drained jobs' exits are applied (they become preempted, then resume) at the next start."""
     loop.stopping.set()
     loop.join(timeout=10)
-    left = sorted(executor.running())
+
+    def running() -> list[str]:
+        return sorted(job for executor in executors for job in executor.running())
+
+    left = running()
     if drain and left:
         log.warning("draining: %d job(s) asked to checkpoint and exit (grace %ss): %s",
                     len(left), grace_s, ", ".join(left))
-        for job in left:
-            executor.request_stop(job, grace_s)
+        for executor in executors:
+            for job in executor.running():
+                executor.request_stop(job, grace_s)
         deadline = time.monotonic() + grace_s + TERM_GRACE_S + 5.0
-        while (left := sorted(executor.running())) and time.monotonic() < deadline:
+        while (left := running()) and time.monotonic() < deadline:
             time.sleep(0.2)
         if not left:
             log.warning("drained: every job stopped; their checkpoints resume when stint serve "
@@ -319,7 +415,6 @@ def _prepare(opts: ServeOptions, multi_user: bool) -> tuple[Store, socket.socket
 def serve(opts: ServeOptions) -> None:
     import uvicorn
 
-    from stint.policies.registry import make_with_options
     from stint.runtime.api import ApiSettings, create_app
 
     check_options(opts)
@@ -338,17 +433,15 @@ def serve(opts: ServeOptions) -> None:
     store, sock = _prepare(opts, multi_user)
     if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
-    executor = make_executor(opts)
     metrics = Metrics(store)
-    controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=opts.jobs_root(), max_retries=opts.max_retries, grace_s=opts.grace_s,
-        forecast_policy=lambda: make_with_options(opts.policy, opts.policy_options)), metrics)
-    loop = ControlLoop(controller, opts.tick_s)
+    plane = (fleet_plane(opts, store, metrics) if opts.fleet is not None
+             else single_plane(opts, store, policy, metrics))
+    loop = ControlLoop(plane.body, opts.tick_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=opts.jobs_root(), multi_user=multi_user,
                                         own_account=me,
                                         admin_token_file=opts.data_dir / "admin.token",
-                                        limits=opts.limits))
+                                        limits=opts.limits, clusters=plane.storage))
     add_health_route(app, loop)
     add_metrics(app, metrics)
     log.warning("listening on http://%s:%d (API under /v1, Prometheus metrics at /metrics); "
@@ -358,7 +451,7 @@ def serve(opts: ServeOptions) -> None:
 
     def request_drain() -> list[str]:
         drain[0] = server.should_exit = True
-        return sorted(executor.running())
+        return sorted(job for executor in plane.executors for job in executor.running())
 
     add_drain_route(app, request_drain)
     # uvicorn answers SIGTERM by shutting down, then raises it again with the handler found at
@@ -367,6 +460,8 @@ def serve(opts: ServeOptions) -> None:
     try:
         server.run(sockets=[sock])
     finally:
-        shut_down(loop, executor, drain[0], opts.grace_s)
-        executor.close()
+        shut_down(loop, plane.executors, drain[0], opts.grace_s)
+        plane.close()
+        for executor in plane.executors:
+            executor.close()
         store.close()
