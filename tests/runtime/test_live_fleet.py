@@ -176,6 +176,7 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
     # The copy crossed the limited link: its time is size / bandwidth (within 25 %).
     assert moved["copy_bytes"] > PAD_MB * 1e6
     expected = moved["copy_bytes"] * 8 / (RATE_MBIT * 1e6)
+    print(f"copy: {moved['copy_bytes']} bytes in {moved['copy_s']:.2f} s; size / bandwidth {expected:.2f} s")
     assert abs(moved["copy_s"] - expected) <= 0.25 * expected, (moved["copy_s"], expected)
     path = [t["dst"] for t in first["transitions"]]
     assert "migrating" in path and any("verified" in t["reason"] for t in first["transitions"])
@@ -184,6 +185,7 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
     assert second["state"] == "succeeded", second["reason"]
     assert second["cluster"] == "b" and second["copy_bytes"] > PAD_MB * 1e6
     reasons = " | ".join(t["reason"] for t in second["transitions"])
+    print(reasons)
     assert "unreachable" in reasons and "checkpoint copied from a to b" in reasons
     log_b2 = (tmp_path / "b-store" / str(two) / "log.txt").read_text()
     assert _digest(log_b2) == want

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from stint.model.job import Tier
 from stint.model.sla import attainment
@@ -127,8 +127,8 @@ class MigrateIn(BaseModel):
 
     @field_validator("node", "to_cluster")
     @classmethod
-    def _text(cls, value: str | None) -> str | None:
-        return None if value is None else _no_nul(value, "node")
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _no_nul(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _one(self) -> MigrateIn:
