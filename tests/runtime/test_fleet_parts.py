@@ -31,10 +31,10 @@ def _ckpt(root: Path, job: str, files: dict[str, bytes]) -> None:
 class _Liar(BaseHTTPRequestHandler):
     """A source whose file does not match its manifest (corrupted in storage or on the way)."""
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         body = (json.dumps([{"path": "a.bin", "size": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}])
                 .encode() if self.path == "/v1/ckpt/7" else b"abd")
         self.send_response(200)
