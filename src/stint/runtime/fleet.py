@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import select
@@ -84,9 +85,8 @@ class FleetControl:
     # -- the loop --------------------------------------------------------------------------
     def recover(self, now: float) -> None:
         """Recover every cluster, then restart the copies a restart cut short."""
-        for m in self.members.values():
-            m.controller.recover(now)
-            m.failed = False
+        for name, m in self.members.items():
+            self._run(name, m, m.controller.recover, now)
         with self.store.read() as r:
             moving = list(r.scalars(select(Job).where(Job.state == str(S.MIGRATING),
                                                       Job.to_cluster.is_not(None))))
@@ -101,16 +101,23 @@ class FleetControl:
             self._schedule(w, jobs, now)
             self._start_copies(w, jobs, now)
         for name, m in self.members.items():
-            try:
-                if m.failed:
-                    m.controller.recover(now)
-                    m.failed = False
-                else:
-                    _merge(report, m.controller.step(now))
-            except Exception:  # one cluster's failure must not stop the others
-                m.failed = True
-                log.exception("cluster %s: controller step failed; recovering next step", name)
+            if m.failed:
+                self._run(name, m, m.controller.recover, now)
+            else:
+                self._run(name, m, partial(_step_into, report, m.controller), now)
         return report
+
+    @staticmethod
+    def _run(name: str, m: Member, action: Callable[[float], object], now: float) -> None:
+        """One cluster's step or recovery; one that raises is recovered at the next step (the
+        other clusters carry on)."""
+        try:
+            action(now)
+        except Exception:
+            m.failed = True
+            log.exception("cluster %s: controller step failed; recovering next step", name)
+        else:
+            m.failed = False
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -158,6 +165,11 @@ class FleetControl:
 
     # -- 2. the global scheduler -----------------------------------------------------------
     def _schedule(self, w: Session, jobs: list[Job], now: float) -> None:
+        for job in jobs:  # a job no cluster has: the fleet carries out its cancel
+            if job.cluster is None and job.cancel_requested and job.state == S.QUEUED:
+                record_transition(w, job, S.CANCELLED, now, "cancelled on request",
+                                  finished_at=now)
+        jobs = [j for j in jobs if j.state not in TERMINAL]
         states = self._states(jobs)
         names = list(self.members)
         index = {n: i for i, n in enumerate(names)}
@@ -183,15 +195,20 @@ class FleetControl:
         plan = self.policy.plan(FleetView(now - self.epoch, self.fleet, tuple(states), pending,
                                           waiting))
         by_id = {str(j.id): j for j in jobs}
+        held = f"waiting for a cluster: the global scheduler {self.policy.name} placed it nowhere"
+        for p in pending:  # (why an arrival waits, for ``stint jobs`` and ``show``)
+            row = by_id[p.job.job_id]
+            if p.at is None and p.job.job_id not in plan.place and row.reason != held:
+                row.reason = held
         for jid, c in {**plan.place, **plan.move}.items():
-            job = by_id.get(jid)
-            if job is None or not 0 <= c < len(names) or names[c] == job.cluster:
+            found = by_id.get(jid)
+            if found is None or not 0 <= c < len(names) or names[c] == found.cluster:
                 continue
-            if job.cluster is None:
-                self._arrive(w, job, names[c], now, f"placed on cluster {names[c]} by the global "
-                             f"scheduler {self.policy.name}")
+            if found.cluster is None:
+                self._arrive(w, found, names[c], now, f"placed on cluster {names[c]} by the "
+                             f"global scheduler {self.policy.name}")
             else:
-                self._move(w, job, names[c], now, f"global scheduler {self.policy.name}")
+                self._move(w, found, names[c], now, f"global scheduler {self.policy.name}")
 
     def _move(self, w: Session, job: Job, dst: str, now: float, by: str) -> None:
         job.to_cluster = dst
@@ -245,6 +262,10 @@ def _note(w: Session, job: Job, what: str, now: float) -> None:
     """An overrides row for a change the fleet made to a job: it tells the clusters' caches to
     reload the job (it left one, joined another, or changed state under them)."""
     w.add(Override(job_id=job.id, kind="cluster", value=what[:128], user_id=job.user_id, at=now))
+
+
+def _step_into(into: StepReport, controller: Controller, now: float) -> None:
+    _merge(into, controller.step(now))
 
 
 def _merge(into: StepReport, part: StepReport) -> None:

@@ -12,12 +12,13 @@ with it; their last checkpoints stay in its storage, served by its copy service)
 plane starts while a cluster is unreachable. A call that cannot reach the agent marks the cluster
 *lost*: every node is down (``down_nodes``), every attempt it knew running is reported ended
 (``STOPPED``, "executor unreachable") by the next ``poll``, and nothing is launched there. The
-agent is asked again every ``RETRY_S``; once it answers, attempts it still runs that were
-reported ended are killed (their jobs have moved on) and its nodes are up again.
+agent is asked again every ``RETRY_S``; once it answers, the attempts it still runs were all
+reported ended and are killed (their jobs have moved on), and its nodes are up again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -46,6 +47,10 @@ CALL_TIMEOUT_S = 5.0
 RETRY_S = 2.0
 
 
+class Unreachable(ExecutorError):
+    """The agent did not answer (connection refused, timed out, or a broken reply)."""
+
+
 def _exit_out(e: JobExit) -> dict[str, Any]:
     d = asdict(e)
     d["exit_codes"] = {str(k): v for k, v in e.exit_codes.items()}
@@ -65,7 +70,6 @@ class RemoteExecutor:
         self.url, self.name = url.rstrip("/"), name or url
         self._nodes = list(nodes)
         self._known: dict[str, int] = {}  # job -> attempt launched or seen running, not ended
-        self._lost_attempts: set[tuple[str, int]] = set()  # reported ended while unreachable
         self._down: frozenset[str] = frozenset()
         self._lost = False
         self._retry_at = 0.0
@@ -85,7 +89,7 @@ class RemoteExecutor:
             raise ExecutorError(f"cluster {self.name}: {method}: {text}") from None
         except (OSError, ValueError) as exc:
             self._lose(f"{method}: {exc}")
-            raise ExecutorError(f"cluster {self.name}'s executor is unreachable ({exc})") from None
+            raise Unreachable(f"cluster {self.name}'s executor is unreachable ({exc})") from None
         return body["result"]
 
     def _lose(self, why: str) -> None:
@@ -104,10 +108,10 @@ class RemoteExecutor:
                 running = self._call("running")
             except ExecutorError:
                 return False
-            for job, attempt in running.items():
-                if (job, int(attempt)) in self._lost_attempts:
+            for job in running:  # reported ended while lost: their jobs have moved on
+                if job not in self._known:
                     self._call("kill", job_id=job)
-            self._lost, self._lost_attempts = False, set()
+            self._lost = False
             log.warning("cluster %s: executor at %s answers again", self.name, self.url)
         return not self._lost
 
@@ -132,13 +136,17 @@ class RemoteExecutor:
         if workers:
             self._known[workers[0].job_id] = workers[0].attempt
 
+    # An unreachable agent's jobs are reported stopped by ``poll``: asking them to stop, or
+    # looking up how they ended, then does nothing.
     def request_stop(self, job_id: str, grace_s: float = DEFAULT_GRACE_S) -> None:
         if self._reachable():
-            self._call("request_stop", job_id=job_id, grace_s=grace_s)
+            with contextlib.suppress(Unreachable):
+                self._call("request_stop", job_id=job_id, grace_s=grace_s)
 
     def kill(self, job_id: str) -> None:
         if self._reachable():
-            self._call("kill", job_id=job_id)
+            with contextlib.suppress(Unreachable):
+                self._call("kill", job_id=job_id)
 
     def poll(self) -> list[JobExit]:
         if self._reachable():
@@ -155,7 +163,6 @@ class RemoteExecutor:
         now = time.time()
         lost = [JobExit(job, attempt, Outcome.STOPPED, {}, f"cluster {self.name}'s executor "
                         "unreachable", now) for job, attempt in sorted(self._known.items())]
-        self._lost_attempts.update((e.job_id, e.attempt) for e in lost)
         self._known.clear()
         return lost
 
@@ -172,7 +179,10 @@ class RemoteExecutor:
     def exit_of(self, job_id: str, attempt: int) -> JobExit | None:
         if not self._reachable():
             return None
-        got = self._call("exit_of", job_id=job_id, attempt=attempt)
+        try:
+            got = self._call("exit_of", job_id=job_id, attempt=attempt)
+        except Unreachable:
+            return None
         return None if got is None else _exit_in(got)
 
     def status(self, job_id: str) -> Mapping[str, Any] | None:
