@@ -210,7 +210,7 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
                 "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
                 "worker_counts", "target", "decision", "attainment", "est_start_at",
-                "est_finish_at"):
+                "est_finish_at", "cluster", "to_cluster", "copy_bytes", "copy_s"):
         typer.echo(f"{key:>15}: {row[key]}")
     t0 = row["submitted_at"]
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
