@@ -30,6 +30,9 @@ from stint.runtime.store import Store, StoreLocked, sqlite_url
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from stint.model.fleet import Fleet
+    from stint.policies.fleet.base import GlobalPolicy
+
 log = logging.getLogger("stint.serve")
 
 
@@ -169,20 +172,33 @@ def single_plane(opts: ServeOptions, store: Store, policy: Policy, metrics: Metr
     return Plane(controller, [executor])
 
 
-def fleet_plane(opts: ServeOptions, store: Store, metrics: Metrics) -> Plane:
-    """One controller per cluster of ``opts.fleet`` (each with its executor, policy and
-    storage), a copy service for each cluster that names none, and the global scheduler."""
+def load_fleet(opts: ServeOptions) -> tuple[Fleet, GlobalPolicy] | None:
+    """The fleet file and the global scheduler (None without ``--fleet``); a bad one is a
+    ``StartupError`` naming the file, line and key."""
     from stint.model.fleet import FleetError, parse_fleet
     from stint.policies.fleet.registry import make_global
+
+    if opts.fleet is None:
+        return None
+    try:
+        fleet = parse_fleet(opts.fleet.read_text(), str(opts.fleet))
+        return fleet, make_global(opts.global_policy, opts.global_options)
+    except (FleetError, ValueError, OSError) as exc:
+        raise StartupError(str(exc)) from None
+
+
+def fleet_plane(opts: ServeOptions, store: Store, metrics: Metrics, fleet: Fleet,
+                global_policy: GlobalPolicy) -> Plane:
+    """One controller per cluster of ``fleet`` (each with its executor, policy and storage), a
+    copy service for each cluster that names none, and the global scheduler."""
     from stint.runtime.copy import start_storage
     from stint.runtime.fleet import FleetControl, Member
 
-    assert opts.fleet is not None
-    try:
-        fleet = parse_fleet(opts.fleet.read_text(), str(opts.fleet))
-        global_policy = make_global(opts.global_policy, opts.global_options)
-    except (FleetError, ValueError, OSError) as exc:
-        raise StartupError(str(exc)) from None
+    rays = [c.name for c in fleet.clusters if c.executor == "ray" or c.executor.startswith("ray://")]
+    if len(rays) > 1:  # (ray.init connects a process to one cluster)
+        raise StartupError(f"{opts.fleet}: clusters {', '.join(rays)} each name a Ray executor; "
+                           "one control plane drives at most one Ray cluster (run the others' "
+                           "executors as stint agent executor)")
     members: dict[str, Member] = {}
     servers = []
     for c in fleet.clusters:
@@ -422,6 +438,7 @@ def serve(opts: ServeOptions) -> None:
         policy = make_with_options(opts.policy, opts.policy_options)  # fail before anything
     except (KeyError, ValueError) as exc:
         raise StartupError(str(exc).strip("'\"")) from None
+    fleet = load_fleet(opts)
     os.umask(0o077)  # everything the control plane writes is its own (jobs' dirs are chowned)
     multi_user = os.geteuid() == 0
     me = getpass.getuser()
@@ -434,7 +451,7 @@ def serve(opts: ServeOptions) -> None:
     if store.ensure_admin_token(opts.data_dir / "admin.token", time.time(), os_user=me):
         log.warning("created the admin token in %s", opts.data_dir / "admin.token")
     metrics = Metrics(store)
-    plane = (fleet_plane(opts, store, metrics) if opts.fleet is not None
+    plane = (fleet_plane(opts, store, metrics, *fleet) if fleet is not None
              else single_plane(opts, store, policy, metrics))
     loop = ControlLoop(plane.body, opts.tick_s)
     loop.start()
