@@ -12,8 +12,8 @@ the two clusters, not the control plane:
 - ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT"}`` -> pulls every file of the
   source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and SHA-256 as it
   arrives, then swaps it in for ``<dir>/12/ckpt`` (an old one is removed) and answers
-  ``{"bytes", "seconds", "files", "sha256"}`` (``seconds``: from the manifest asked to the last
-  file verified; ``sha256``: over the manifest). A mismatch or a lost source is a 502 naming
+  ``{"bytes", "seconds", "files", "sha256"}`` (``seconds``: from the first file asked to the
+  last one verified; ``sha256``: over the manifest). A mismatch or a lost source is a 502 naming
   the file; nothing is swapped in.
 
 stdlib only (``http.server``/``http.client``): the service runs beside the storage, anywhere.
@@ -84,10 +84,10 @@ def fetch(root: Path, job: str, source: str) -> CopyReport:
     if not _JOB.match(job):
         raise CopyError(f"bad job id {job!r}")
     host, port = _split(source)
-    t0 = time.monotonic()
     conn = http.client.HTTPConnection(host, port, timeout=FETCH_TIMEOUT_S)
     try:
         files = json.loads(_get(conn, f"/v1/ckpt/{job}", source))
+        t0 = time.monotonic()  # (the manifest's hashing on the source is not the copy's time)
         incoming = root / job / "ckpt.incoming"
         shutil.rmtree(incoming, ignore_errors=True)
         incoming.mkdir(parents=True)

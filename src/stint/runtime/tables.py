@@ -111,7 +111,7 @@ class Job(Base):
     # In a fleet: the cluster the job is placed on (None: not yet placed; always None for a
     # single cluster), the cluster it is being moved to (set by the global scheduler or an
     # admin's ``migrate --to-cluster``; cleared when it arrives), and its checkpoint's last copy
-    # between clusters (bytes, seconds from the first byte asked to the last verified).
+    # between clusters (bytes, seconds from the first file asked to the last verified).
     cluster: Mapped[str | None] = mapped_column(String(64), nullable=True)
     to_cluster: Mapped[str | None] = mapped_column(String(64), nullable=True)
     copy_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
