@@ -62,6 +62,7 @@ def _job(store: Store, jid: int) -> Job:
     return job
 
 
+@pytest.mark.slow
 def test_a_fleet_places_holds_cancels_and_moves(fleet: FleetControl, store: Store,
                                                 tmp_path: Path) -> None:
     caller = store.caller_for_token(store.create_token("alice", time.time()))
