@@ -161,6 +161,7 @@ class FleetControl:
             job.reason = why
         src = job.cluster
         job.cluster, job.to_cluster, job.allocation, job.target = dst, None, "[]", None
+        job.pin_node = None  # (a node of the cluster it left)
         _note(w, job, f"{src or '-'}->{dst}", now)
 
     # -- 2. the global scheduler -----------------------------------------------------------
