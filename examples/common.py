@@ -94,6 +94,14 @@ def digest(model: nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
+def pad(model: nn.Module, mb: float, seed: int) -> None:
+    """A seeded random buffer of ``mb`` megabytes (float32) on ``model``: it is checkpointed
+    (and hashed by ``digest``) like any buffer, and never changes."""
+    if mb > 0:
+        g = torch.Generator().manual_seed(seed)
+        model.register_buffer("pad", torch.rand(int(mb * 1e6 / 4), generator=g))
+
+
 def arguments(description: str, steps: int, batch_size: int) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--steps", type=int, default=steps)
@@ -105,6 +113,9 @@ def arguments(description: str, steps: int, batch_size: int) -> argparse.Argumen
     p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step (demos, tests)")
     p.add_argument("--log-every", type=int, default=0, help="print the parameter digest every N steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--pad-mb", type=float, default=0.0,
+                   help="add a constant buffer of this many MB to the model (a checkpoint of "
+                   "a known size: the fleet's copy test)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (the DataLoader examples)")
     p.add_argument("--epochs", type=int, default=2, help="epochs (the DataLoader examples)")
     p.add_argument("--eval-every", type=int, default=4, help="steps between evaluations (DataLoader examples)")

@@ -11,7 +11,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import arguments, classification_data, digest, mlp
+from common import arguments, classification_data, digest, mlp, pad
 
 
 
@@ -21,6 +21,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     x, y = classification_data()
     model = mlp()
+    pad(model, args.pad_mb, args.seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=0.5)
     job = stint.init(model=model, optimizer=opt, scheduler=sched,  # stint (2/5)

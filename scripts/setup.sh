@@ -15,3 +15,9 @@ fi
 # The CPU build of torch 2.13.0 is on this disk; install it first so nothing pulls a CUDA build.
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e ".[dev]"
+# The live fleet test (tests/runtime/test_live_fleet.py) makes network namespaces and limits a
+# link with ip and tc (iproute2); as root, install them if missing.
+if [[ $(id -u) == 0 ]] && ! command -v tc >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null \
+    || echo "warning: could not install iproute2; the live fleet test will be skipped" >&2
+fi

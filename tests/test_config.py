@@ -37,6 +37,11 @@ tiers = ["standard", "basic"]
 
 [limits.users."ali.ce"]
 tiers = ["premium", "standard", "basic"]
+
+[fleet]
+file = "fleet.toml"
+global_policy = "least-loaded"
+global_options = ["period_s=30"]
 """
 
 
@@ -63,7 +68,8 @@ def test_print_config_loads_back_to_the_same_settings(tmp_path: Path) -> None:
     back = load(again)
     assert back.executor == filed.executor and back.controller == filed.controller
     assert back.policy == filed.policy and back.tiers == filed.tiers
-    assert back.limits == filed.limits
+    assert back.limits == filed.limits and back.fleet == filed.fleet
+    assert filed.fleet.global_options == ("period_s=30",)
     assert back.store.data_dir == (tmp_path / "d").resolve()
     assert _print(tmp_path, "--config", str(again)) == printed
     assert dump(load(_write(tmp_path, dump(ServeConfig())))) == dump(ServeConfig())
@@ -93,6 +99,7 @@ def test_flags_given_win_over_the_file_and_only_those(tmp_path: Path) -> None:
     ('[policy]\nname = "oasis"\n[policy.options]\nslot = 5\n', 4,
      "policy.options.slot: policy 'oasis' has no option 'slot'; valid: slot_s"),
     ('[policy]\nname = "nope"\n', 2, "policy.name: unknown policy 'nope'"),
+    ("[fleet]\nglobal_options = [3]\n", 2, "fleet.global_options: must be a list of KEY=VALUE"),
 ])
 def test_errors_name_the_file_the_line_and_the_key(tmp_path: Path, text: str, line: int,
                                                    words: str) -> None:

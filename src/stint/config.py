@@ -125,6 +125,15 @@ class ControlConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetServeConfig:
+    """``[fleet]``: several clusters under one control plane (docs/fleet.md, "Live")."""
+
+    file: Path | None = None  # the fleet TOML (None: one cluster, ``[executor]``)
+    global_policy: str = "gain"  # the global scheduler (``stint.policies.fleet``)
+    global_options: tuple[str, ...] = ()  # its KEY=VALUE parameters
+
+
+@dataclass(frozen=True, slots=True)
 class UserLimits:
     """What one user may have at once: unfinished jobs, GPUs over their unfinished jobs (each
     counted at its ``max_gpus``), bytes of one command, and the tiers they may submit to."""
@@ -161,6 +170,7 @@ class ServeConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     tiers: SlaTargets = field(default_factory=SlaTargets)
     limits: Limits = field(default_factory=Limits)
+    fleet: FleetServeConfig = field(default_factory=FleetServeConfig)
 
     def policy_name(self) -> str:
         return self.policy.name or "fifo"
@@ -178,6 +188,7 @@ _TABLES: dict[str, set[str]] = {
     "policy": {"name", "options"},
     "tiers": {t.value for t in Tier},
     "limits": {"max_jobs", "max_gpus", "max_command_bytes", "tiers", "users"},
+    "fleet": {"file", "global_policy", "global_options"},
 }
 _TIER_KEYS = tuple(t.value for t in Tier)
 
@@ -213,6 +224,7 @@ def load(path: Path) -> ServeConfig:
         tiers=_tiers(top.sub("tiers")),
         limits=Limits(default, {name: _user_limits(users.sub(name, _TABLES["limits"] - {"users"}),
                                                    default) for name in users.data}),
+        fleet=_fleet(top.sub("fleet")),
     )
     problem = validate(cfg)
     if problem is not None:
@@ -293,6 +305,9 @@ def dump(cfg: ServeConfig) -> str:
     out += ["", "[limits]", *_limits_kv(lim.default)]
     for user, ul in lim.users.items():
         out += ["", f"[limits.users.{_key(user)}]", *_limits_kv(ul)]
+    fl = cfg.fleet
+    out += ["", "[fleet]", *_kv(file=fl.file, global_policy=fl.global_policy,
+                                global_options=list(fl.global_options))]
     return "\n".join(out) + "\n"
 
 
@@ -392,6 +407,15 @@ def _policy(t: _Table) -> PolicyConfig:
     if name is not None:
         _check_option_keys(t, name, list(opts.data))
     return PolicyConfig(name, tuple(f"{k}={_text(t.doc, k, v)}" for k, v in opts.data.items()))
+
+
+def _fleet(t: _Table) -> FleetServeConfig:
+    opts = t.raw("global_options", (list,), "a list of KEY=VALUE strings") or []
+    if not isinstance(opts, list) or not all(isinstance(o, str) and "=" in o for o in opts):
+        raise t.doc.error("fleet.global_options",
+                          f"must be a list of KEY=VALUE strings (got {opts!r})")
+    return FleetServeConfig(t.path("file"), t.text("global_policy", "gain"),
+                            tuple(str(o) for o in opts))
 
 
 def _check_option_keys(t: _Table, name: str, keys: list[str]) -> None:
@@ -507,7 +531,7 @@ def _toml(value: object) -> str:
                          for c in text) + '"'
 
 
-_UNSET = {"db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
+_UNSET = {"file": "one cluster, [executor]", "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
           "max_gpus": "no limit but the cluster's size"}
 
 

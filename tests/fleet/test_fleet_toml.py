@@ -43,6 +43,14 @@ def test_a_good_file() -> None:
     assert fl.bandwidth_gbps(0, 1) == 40.0 and fl.bandwidth_gbps(0, 2) == 10.0
     assert fl.transfer_s(10.0, 0, 2) == 8.0
     assert fl.clusters_hit(fl.failures[0]) == [2]
+    assert (fl.clusters[0].executor, fl.clusters[0].storage, fl.clusters[0].copy) == ("local", "", "")
+
+
+def test_live_keys() -> None:
+    text = GOOD.replace("gpus_per_node = 4", 'gpus_per_node = 4\nexecutor = "http://10.0.0.2:7100"'
+                        '\nstorage = "/srv/e2"\ncopy = "10.0.0.2:7101"', 1)
+    e2 = parse_fleet(text, "f.toml").clusters[1]
+    assert (e2.executor, e2.storage, e2.copy) == ("http://10.0.0.2:7100", "/srv/e2", "10.0.0.2:7101")
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
@@ -54,6 +62,12 @@ def test_a_good_file() -> None:
     ('kind = "region"', 'kind = "meteor"', "failure kind 'meteor'"),
     ("[links]", "[link]", "f.toml:1: unknown key 'link'"),
     ("nodes = 4", "nodes = 4\nnodes = 5", "line 11"),  # TOML syntax: tomllib's own line
+    ("gpus_per_node = 4", 'gpus_per_node = 4\nexecutor = "k8s"',
+     "f.toml:16: region.east.cluster.e2.executor 'k8s'; valid: local, http://"),
+    ("gpus_per_node = 4", 'gpus_per_node = 4\ncopy = "10.0.0.1"',
+     "f.toml:16: region.east.cluster.e2.copy must be HOST:PORT"),
+    ("gpus_per_node = 4", "gpus_per_node = 4\nstorage = 3",
+     "f.toml:16: region.east.cluster.e2.storage must be a non-empty string"),
 ])
 def test_errors_name_the_key_and_line(old: str, new: str, message: str) -> None:
     with pytest.raises(FleetError) as exc:

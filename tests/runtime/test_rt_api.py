@@ -116,6 +116,10 @@ def test_operator_requests_are_checked(api: TestClient, admin: str) -> None:
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "workers"]
     r = api.post(f"/v1/jobs/{jid}/migrate", json={"node": "node-9"}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "node"]
+    r = api.post(f"/v1/jobs/{jid}/migrate", json={"to_cluster": "b"}, headers=h)  # not a fleet
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "to_cluster"]
+    r = api.post(f"/v1/jobs/{jid}/migrate", json={"node": "node-1", "to_cluster": "b"}, headers=h)
+    assert r.status_code == 422 and "exactly one" in r.text
     assert api.post(f"/v1/jobs/{jid}/preempt", headers=h).status_code == 409  # not running
     r = api.post(f"/v1/jobs/{jid}/resize", json={"workers": 1}, headers=h)
     assert r.status_code == 202 and r.json()["pin_workers"] == 1

@@ -37,12 +37,24 @@ class FleetError(ValueError):
     """A fleet description that cannot be used; the message names the source, key and line."""
 
 
+EXECUTOR_KINDS = "local, http://HOST:PORT (a stint agent executor), ray or ray://HOST:PORT"
+
+
 @dataclass(frozen=True, slots=True)
 class FleetCluster:
+    """A cluster of ``nodes`` x ``gpus_per_node``. Live (``stint serve --fleet``) also: its
+    executor (``EXECUTOR_KINDS``), its checkpoint storage directory (each job's log and
+    checkpoints under ``<storage>/<id>/``; default ``<jobs-dir>/<name>``) and the address of
+    its copy service (``HOST:PORT`` of ``stint agent storage``; "": one started by serve on
+    127.0.0.1)."""
+
     name: str
     region: str
     nodes: int
     gpus_per_node: int
+    executor: str = "local"
+    storage: str = ""
+    copy: str = ""
 
     @property
     def gpus(self) -> int:
@@ -209,6 +221,7 @@ def draw_sizes(fleet: Fleet, jobs: list[JobSpec], seed: int) -> list[FleetJob]:
 _TOP = {"links", "checkpoint", "region", "failure"}
 _FAILURE_KEYS = {"kind", "target", "down_s", "up_s"}
 _CLUSTER_KEYS = {"nodes", "gpus_per_node"}
+_LIVE_KEYS = {"executor", "storage", "copy"}  # optional strings, read by ``stint serve``
 
 
 def parse_fleet(text: str, source: str) -> Fleet:
@@ -275,15 +288,34 @@ def _cluster(where: _Where, region: str, name: str, table: object) -> FleetClust
     if not isinstance(table, dict):
         raise where.error(name, f"{key} must be a table")
     for k in table:
-        if k not in _CLUSTER_KEYS:
-            raise where.error(k, f"unknown key {key}.{k}; valid: {', '.join(sorted(_CLUSTER_KEYS))}", key)
+        if k not in _CLUSTER_KEYS | _LIVE_KEYS:
+            valid = ", ".join(sorted(_CLUSTER_KEYS | _LIVE_KEYS))
+            raise where.error(k, f"unknown key {key}.{k}; valid: {valid}", key)
     vals = {}
     for k in sorted(_CLUSTER_KEYS):
         v = table.get(k)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise where.error(k if k in table else name, f"{key}.{k} must be a positive integer (got {v!r})", key)
         vals[k] = v
-    return FleetCluster(name, region, vals["nodes"], vals["gpus_per_node"])
+    live = {}
+    for k in sorted(_LIVE_KEYS & set(table)):
+        v = table[k]
+        if not isinstance(v, str) or not v:
+            raise where.error(k, f"{key}.{k} must be a non-empty string (got {v!r})", key)
+        live[k] = v
+    executor = live.get("executor", "local")
+    if not (executor in ("local", "ray") or executor.startswith(("http://", "ray://"))):
+        raise where.error("executor", f"{key}.executor {executor!r}; valid: {EXECUTOR_KINDS}", key)
+    copy = live.get("copy", "")
+    if copy and not _host_port(copy):
+        raise where.error("copy", f"{key}.copy must be HOST:PORT (got {copy!r})", key)
+    return FleetCluster(name, region, vals["nodes"], vals["gpus_per_node"], executor,
+                        live.get("storage", ""), copy)
+
+
+def _host_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    return bool(host) and bool(sep) and port.isdigit() and 0 < int(port) < 65536
 
 
 def _numbers(where: _Where, section: str, table: object, defaults: object) -> dict[str, float]:

@@ -13,7 +13,7 @@ import os
 import pwd
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -80,6 +80,9 @@ class ApiSettings:
     admin_token_file: Path | None = None  # rewritten whenever the admin user's token changes
     limits: Limits = field(default_factory=Limits)  # per user (``[limits]`` of the config)
     policy: str = ""  # the controller's policy, for people (``/v1/cluster``)
+    # A fleet (``serve --fleet``): each cluster's storage directory, where its jobs' logs are
+    # (empty: a single cluster, logs under ``jobs_dir``)
+    clusters: Mapping[str, Path] = field(default_factory=dict)
 
 
 def unprocessable(field: str, msg: str, where: str = "body") -> RequestValidationError:
@@ -135,7 +138,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     def out(job: Job, who: Caller) -> JobOut:
         user = who.name if job.user_id == who.user_id else store.user_names().get(job.user_id, "?")
-        return JobOut.of(job, user, nodes.names(), progress=_progress(settings, job))
+        return JobOut.of(job, user, nodes.names(job.cluster), progress=_progress(settings, job))
 
     @app.get("/v1/health")
     def health() -> dict[str, str]:
@@ -156,11 +159,11 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
         user: Annotated[str | None, Query(pattern=USER_NAME)] = None,
     ) -> list[JobOut]:
-        users, names = store.user_names(), nodes.names()
+        users = store.user_names()
         only = _only_user(who, user, users)
         jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset, only)
-        return [JobOut.of(j, users.get(j.user_id, "?"), names, progress=_progress(settings, j))
-                for j in jobs]
+        return [JobOut.of(j, users.get(j.user_id, "?"), nodes.names(j.cluster),
+                          progress=_progress(settings, j)) for j in jobs]
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: JobId, who: Who) -> JobDetail:
@@ -174,7 +177,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
              tail: Annotated[int | None, Query(ge=0, le=LOG_CHUNK)] = None) -> LogsOut:
         """The log from ``offset``; ``tail``: its last ``tail`` bytes instead."""
         job = own_job(job_id, who)
-        path = settings.jobs_dir / str(job_id) / "log.txt"
+        path = _job_dir(settings, job) / "log.txt"
         if tail is not None:
             offset = max(0, _log_size(path) - tail)
         text, nxt = _read_log(path, offset)
@@ -183,7 +186,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/progress")
     def progress(job_id: JobId, who: Who) -> ProgressOut:
         job = own_job(job_id, who)
-        return progress_out(settings.jobs_dir / str(job_id) / "status.json", job.total_steps)
+        return progress_out(_job_dir(settings, job) / "status.json", job.total_steps)
 
     @app.get("/v1/history")
     def history(who: Who, since: Since = None,
@@ -240,6 +243,9 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs/{job_id}/migrate", status_code=202)
     def migrate(job_id: JobId, body: MigrateIn, who: Who) -> JobOut:
         job = pinnable(job_id, who)
+        if body.to_cluster is not None:
+            return to_cluster(job, body.to_cluster, who)
+        assert body.node is not None
         gpus = nodes.gpus()
         if body.node not in gpus:
             raise unprocessable("node", f"no node {body.node!r}; nodes are {sorted(gpus)}")
@@ -249,6 +255,21 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
                                 f"{job_id} needs {workers}")
         store.request(job_id, who, "migrate", body.node, settings.clock(), pin_node=body.node)
         return out(own_job(job_id, who), who)
+
+    def to_cluster(job: Job, cluster: str, who: Caller) -> JobOut:
+        if cluster not in settings.clusters:
+            known = sorted(settings.clusters) or "none: not a fleet"
+            raise unprocessable("to_cluster", f"no cluster {cluster!r}; clusters are {known}")
+        if job.gpus > nodes.cluster_gpus(cluster):
+            raise unprocessable("to_cluster", f"cluster {cluster} has "
+                                f"{nodes.cluster_gpus(cluster)} GPUs; job {job.id} needs {job.gpus}")
+        if job.cluster == cluster and not job.to_cluster:
+            raise HTTPException(409, f"job {job.id} is already on cluster {cluster}")
+        if job.to_cluster:
+            raise HTTPException(409, f"job {job.id} is already moving to cluster {job.to_cluster}")
+        store.request(job.id, who, "migrate", f"cluster={cluster}", settings.clock(),
+                      to_cluster=cluster)
+        return out(own_job(job.id, who), who)
 
     @app.post("/v1/jobs/{job_id}/unpin", status_code=202)
     def unpin(job_id: JobId, who: Who) -> JobOut:
@@ -309,14 +330,27 @@ class _NodeCache:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._gpus: dict[str, int] | None = None
+        self._names: dict[str, list[str]] = {}  # by cluster ("" for a single cluster)
+        self._cluster_gpus: dict[str, int] = {}
 
     def gpus(self) -> dict[str, int]:
         if not self._gpus:
-            self._gpus = {n.name: n.gpus for n in self._store.nodes()}
+            rows = self._store.nodes()
+            self._gpus = {n.name: n.gpus for n in rows}
+            self._names, self._cluster_gpus = {}, {}
+            for n in rows:  # (ordered by cluster, then position)
+                self._names.setdefault(n.cluster, []).append(n.name)
+                self._cluster_gpus[n.cluster] = self._cluster_gpus.get(n.cluster, 0) + n.gpus
         return self._gpus
 
-    def names(self) -> list[str]:
-        return list(self.gpus())
+    def names(self, cluster: str | None = None) -> list[str]:
+        """The node names of ``cluster`` by position (Allocations refer to positions)."""
+        self.gpus()
+        return self._names.get(cluster or "", [])
+
+    def cluster_gpus(self, cluster: str) -> int:
+        self.gpus()
+        return self._cluster_gpus.get(cluster, 0)
 
 
 def must_be_admin(who: Caller, what: str) -> None:
@@ -370,11 +404,16 @@ def _only_user(who: Caller, user: str | None, users: dict[int, str]) -> int | No
     return ids[0]
 
 
+def _job_dir(settings: ApiSettings, job: Job) -> Path:
+    """Where a job's log and status are: its cluster's storage in a fleet, else ``jobs_dir``."""
+    return settings.clusters.get(job.cluster or "", settings.jobs_dir) / str(job.id)
+
+
 def _progress(settings: ApiSettings, job: Job) -> ProgressOut | None:
     """The SDK's last report of a job that has run (its ``status.json``), if any."""
     if job.first_start_at is None:
         return None
-    got = progress_out(settings.jobs_dir / str(job.id) / "status.json", job.total_steps)
+    got = progress_out(_job_dir(settings, job) / "status.json", job.total_steps)
     return got if got.reported_at is not None else None
 
 
@@ -429,15 +468,17 @@ def _nodes(store: Store, who: Caller) -> list[NodeOut]:
     """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
     admin)."""
     rows = store.nodes()
-    used = {n.position: 0 for n in rows}
-    jobs: dict[int, list[int]] = {n.position: [] for n in rows}
+    used = {(n.cluster, n.position): 0 for n in rows}
+    jobs: dict[tuple[str, int], list[int]] = {(n.cluster, n.position): [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
         for node, count in load_alloc(job.allocation).workers:
-            used[node] = used.get(node, 0) + count
+            key = (job.cluster or "", node)
+            used[key] = used.get(key, 0) + count
             if who.is_admin or job.user_id == who.user_id:
-                jobs.setdefault(node, []).append(job.id)
-    return [NodeOut(name=n.name, gpus=n.gpus, used=used[n.position],
-                    free=n.gpus - used[n.position], state=n.state, jobs=jobs[n.position])
+                jobs.setdefault(key, []).append(job.id)
+    return [NodeOut(name=n.name, gpus=n.gpus, used=used[(n.cluster, n.position)],
+                    free=n.gpus - used[(n.cluster, n.position)], state=n.state,
+                    jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region)
             for n in rows]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_state
 
@@ -37,8 +37,12 @@ _CHUNK = 500  # ids per IN (...) query: far below SQLite's parameter limit
 
 
 class JobCache:
-    def __init__(self, epoch: float, perf: PerfModel, resync_s: float = 10.0) -> None:
+    def __init__(self, epoch: float, perf: PerfModel, resync_s: float = 10.0,
+                 member: str | None = None) -> None:
+        """``member``: in a fleet, only the jobs placed on that cluster are this cache's (a job
+        placed or moved there later arrives with an ``overrides`` row: the fleet writes one)."""
         self.epoch, self.perf = epoch, perf
+        self.member = member
         self.resync_s = resync_s
         self.rows: dict[int, Job] = {}  # active jobs, in id (arrival) order
         self.statuses: dict[str, JobStatus] = {}
@@ -68,7 +72,7 @@ class JobCache:
         marker = self.marker(r)
         self.users = {uid: name for uid, name in r.execute(select(User.id, User.name))}
         if now - self._synced_at >= self.resync_s:
-            q = select(Job).where(Job.state.not_in(_TERMINAL)).order_by(Job.id)
+            q = self._mine(select(Job).where(Job.state.not_in(_TERMINAL)).order_by(Job.id))
             old, self.rows = self.rows, {j.id: j for j in r.scalars(q)}
             if self._trusted:
                 changed = {i for i in old.keys() | self.rows.keys()
@@ -83,14 +87,15 @@ class JobCache:
         else:
             requested = set(r.scalars(select(Override.job_id).where(Override.id > self._max_override)))
             reload = self._stale | requested
-            new = list(r.scalars(select(Job).where(Job.id > self._max_job, Job.state.not_in(_TERMINAL))
-                                 .order_by(Job.id)))
+            new = list(r.scalars(self._mine(select(Job).where(
+                Job.id > self._max_job, Job.state.not_in(_TERMINAL)).order_by(Job.id))))
             fresh = [j for chunk in _chunks(sorted(reload)) for j in
                      r.scalars(select(Job).where(Job.id.in_(chunk)))]
             out_of_order = any(j.id < self._max_job for j in new)
-            out_of_order |= any(j.id not in self.rows for j in fresh if j.state not in TERMINAL)
+            out_of_order |= any(j.id not in self.rows for j in fresh if j.state not in TERMINAL
+                                and (self.member is None or j.cluster == self.member))
             for job in fresh:
-                if job.state in TERMINAL:
+                if job.state in TERMINAL or (self.member is not None and job.cluster != self.member):
                     self.rows.pop(job.id, None)
                 else:
                     self.rows[job.id] = job
@@ -111,6 +116,9 @@ class JobCache:
             else:
                 self._plain.discard(jid)
         return changed
+
+    def _mine(self, q: Select[Job]) -> Select[Job]:
+        return q if self.member is None else q.where(Job.cluster == self.member)
 
     def special(self) -> list[Job]:
         """Rows the step must look at besides the policy: holding GPUs, in a transient state, or
@@ -165,7 +173,7 @@ class JobCache:
 
 def _plain(job: Job) -> bool:
     d = job.__dict__  # loaded column values, without the ORM descriptors' cost (see view.py)
-    if d["state"] not in ("queued", "preempted") or d["target"]:
+    if d["state"] not in ("queued", "preempted") or d["target"] or d["to_cluster"]:
         return False
     return not (d["cancel_requested"] or d["preempt_requested"] or d["pin_workers"] is not None
                 or d["pin_node"] is not None)

@@ -48,6 +48,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(user_app, name="user")
     app.command()(whoami)
     app.command()(drain)
+    agent_app = typer.Typer(help="A fleet cluster's side: its executor and its copy service "
+                            "(docs/fleet.md, Live).", no_args_is_help=True)
+    agent_app.command("executor")(agent_executor)
+    agent_app.command("storage")(agent_storage)
+    app.add_typer(agent_app, name="agent")
 
 
 def serve(
@@ -100,6 +105,14 @@ def serve(
     = None,
     max_command_bytes: Annotated[int | None, typer.Option(help="Bytes of one job's command "
                                                           "(at most 262144).")] = None,
+    fleet: Annotated[Path | None, typer.Option(help="A fleet TOML file: several clusters, each "
+                                               "with its executor and storage (docs/fleet.md)."
+                                               )] = None,
+    global_policy: Annotated[str | None, typer.Option("--global", help="--fleet: the global "
+                                                      "scheduler (gain, static, least-loaded; "
+                                                      "default gain).")] = None,
+    global_opt: Annotated[list[str] | None, typer.Option(
+        help="A global scheduler parameter, KEY=VALUE; repeatable.")] = None,
 ) -> None:
     """Run the control plane: HTTP API, store, reconcile loop and executor. As root, every job
     runs as its owner's OS account (multi-user mode); otherwise as this account (single-user)."""
@@ -121,6 +134,8 @@ def serve(
                           slow_step_s=slow_step, drain=drain),
         limits=_given(max_jobs=max_jobs_per_user, max_gpus=max_gpus_per_user,
                       max_command_bytes=max_command_bytes),
+        fleet=_given(file=fleet and fleet.resolve(), global_policy=global_policy,
+                     global_options=tuple(global_opt) if global_opt else None),
         policy=policy, policy_opts=tuple(policy_opt or ()))
     try:  # a bad config file, unknown policy or option: one line, exit status 2
         cfg = flags.apply(load(config) if config is not None else ServeConfig())
@@ -167,13 +182,15 @@ class _ServeFlags:
     executor: dict[str, Any]
     controller: dict[str, Any]
     limits: dict[str, Any]
+    fleet: dict[str, Any]
     policy: str | None
     policy_opts: tuple[str, ...]
 
     def given(self) -> set[str]:
         return {f"{table}.{k}" for table, given in (
             ("server", self.server), ("store", self.store), ("executor", self.executor),
-            ("controller", self.controller), ("limits", self.limits)) for k in given}
+            ("controller", self.controller), ("limits", self.limits), ("fleet", self.fleet))
+            for k in given}
 
     def apply(self, cfg: ServeConfig) -> ServeConfig:
         from dataclasses import replace
@@ -191,6 +208,7 @@ class _ServeFlags:
             executor=replace(cfg.executor, **self.executor),
             controller=replace(cfg.controller, **self.controller),
             limits=Limits(replace(cfg.limits.default, **self.limits), cfg.limits.users),
+            fleet=replace(cfg.fleet, **self.fleet),
             policy=PolicyConfig(self.policy or cfg.policy.name,
                                 merged_options(cfg.policy.options, self.policy_opts)))
 
@@ -351,7 +369,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
                 "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
                 "worker_counts", "target", "decision", "attainment", "queue_position",
-                "est_start_at", "est_finish_at"):
+                "est_start_at", "est_finish_at", "cluster", "to_cluster", "copy_bytes",
+                "copy_s"):
         typer.echo(f"{key:>15}: {row[key]}")
 
     ckpt = (row.get("progress") or {}).get("checkpoint_step")
@@ -431,10 +450,17 @@ def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOp
     _act(job, "resize", {"workers": workers}, (server, data_dir, token))
 
 
-def migrate(job: int, to: Annotated[str, typer.Option("--to", help="Node name.")],
+def migrate(job: int, to: Annotated[str | None, typer.Option("--to", help="Node name.")] = None,
+            to_cluster: Annotated[str | None, typer.Option(
+                "--to-cluster", help="Another cluster of the fleet.")] = None,
             server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
-    """Pin a job to a node: checkpoint, restart all its workers there."""
-    _act(job, "migrate", {"node": to}, (server, data_dir, token))
+    """Pin a job to a node (--to: checkpoint, restart all its workers there), or move it to
+    another cluster of the fleet (--to-cluster: checkpoint, copy the checkpoint, resume there)."""
+    if (to is None) == (to_cluster is None):
+        typer.echo("error: give one of --to NODE and --to-cluster CLUSTER", err=True)
+        raise typer.Exit(2)
+    body = {"node": to} if to is not None else {"to_cluster": to_cluster}
+    _act(job, "migrate", body, (server, data_dir, token))
 
 
 def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
@@ -448,9 +474,63 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
-    _table(["NODE", "GPUS", "USED", "FREE", "STATE", "JOBS"],
-           [[r["name"], r["gpus"], r["used"], r["free"], r["state"],
-             ",".join(map(str, r["jobs"]))] for r in rows])
+    _table(["NODE", "CLUSTER", "REGION", "GPUS", "USED", "FREE", "STATE", "JOBS"],
+           [[r["name"], r["cluster"] or "-", r["region"] or "-", r["gpus"], r["used"], r["free"],
+             r["state"], ",".join(map(str, r["jobs"]))] for r in rows])
+
+
+ListenOpt = Annotated[str, typer.Option(help="HOST:PORT to listen on.")]
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        typer.echo(f"error: --listen must be HOST:PORT, not {listen!r}", err=True)
+        raise typer.Exit(2)
+    return host, int(port)
+
+
+def agent_executor(
+    listen: ListenOpt,
+    state_dir: Annotated[Path, typer.Option(help="The executor's durable state.")],
+    nodes: Annotated[int, typer.Option("--nodes", help="Virtual nodes.")] = 1,
+    gpus_per_node: Annotated[int, typer.Option(help="Slots per node.")] = 1,
+) -> None:
+    """Run a cluster's executor (local virtual nodes) for a fleet's control plane (the
+    cluster's ``executor = "http://HOST:PORT"``). SIGTERM kills its workers and exits."""
+    import logging
+
+    from stint.runtime.executor.local import LocalExecutor
+    from stint.runtime.executor.remote import run_agent
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    host, port = _host_port(listen)
+    try:
+        run_agent(LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node), host, port)
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: stint agent executor cannot start: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def agent_storage(
+    listen: ListenOpt,
+    dir: Annotated[Path, typer.Option("--dir", help="The cluster's checkpoint storage.")],
+) -> None:
+    """Run a cluster's copy service over its storage directory (the cluster's ``copy =
+    "HOST:PORT"``): serves its jobs' checkpoints, fetches others' from peers, verified."""
+    from stint.runtime.copy import serve_storage
+
+    host, port = _host_port(listen)
+    try:
+        server = serve_storage(dir, host, port)
+    except OSError as exc:
+        typer.echo(f"error: stint agent storage cannot start: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"copy service for {dir} on {host}:{server.server_address[1]}", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
 
 
 AdminOpt = Annotated[bool | None, typer.Option("--admin/--no-admin", help="Make the user an "

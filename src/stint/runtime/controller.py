@@ -119,16 +119,20 @@ class Controller:
     (plus operator overrides). Single writer of the jobs' lifecycle columns."""
 
     def __init__(self, store: Store, executor: Executor, policy: Policy,
-                 config: ControllerConfig, metrics: Metrics | None = None) -> None:
+                 config: ControllerConfig, metrics: Metrics | None = None,
+                 member: str = "", region: str = "") -> None:
+        """``member``: in a fleet, the name of the cluster this controller runs (it sees only
+        the jobs placed there, ``Job.cluster``; ``runtime/fleet.py`` places and moves them)."""
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.metrics = metrics
+        self.member = member
         nodes = [(n.name, n.slots) for n in executor.nodes()]
-        store.set_nodes(nodes)
+        store.set_nodes(nodes, member, region)
         self.cluster = cluster_of(nodes)
         self.capacity = self.cluster.gpu_capacities()
         self.perf = ScalingModel()  # linear in workers, relative to the request
         self.epoch = store.epoch(time.time())  # the store's clock: policy time is now - epoch
-        self.cache = JobCache(self.epoch, self.perf)
+        self.cache = JobCache(self.epoch, self.perf, member=member or None)
         self.refused = 0  # actions refused since start (also logged)
         self._unapplied: list[JobExit] = []
         self._dirty = True  # the last step changed something: step again even if no news
@@ -209,6 +213,8 @@ class Controller:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
             raise
         self._unapplied = []
+        if down != self._down:  # ``stint nodes`` shows them down
+            self.store.set_node_states(self.member, [self.cluster.nodes[i].name for i in down])
         self._last_marker, self._down = marker, down
         if ask:
             self._last_plan_at = now
@@ -303,7 +309,7 @@ class Controller:
                 self._apply_exit(s, jobs, lost, now)
         elif job.state == S.ADMITTED and not job.target:
             record_transition(s, job, S.QUEUED, now, "admission not carried out before a restart")
-        elif job.state in RELAUNCHING:
+        elif job.state in RELAUNCHING and not job.to_cluster:  # (a move's copy: the fleet's)
             record_transition(s, job, S.PREEMPTED, now, "relaunch not carried out before a restart")
 
     # -- 1. outcomes -----------------------------------------------------------------------
@@ -375,6 +381,22 @@ class Controller:
                 job.preempt_requested = False
                 if job.state in (S.RUNNING, S.STARTING):
                     self._stop(s, job, "preempt", now, effects, reason="preempt requested by operator")
+            if job.to_cluster and not job.cancel_requested:
+                self._move_out(s, job, now, effects)
+
+    def _move_out(self, s: Writes, job: Job, now: float, effects: list[Effect]) -> None:
+        """A job moving to another cluster of the fleet gives up what it has here: a running
+        job checkpoints, an admitted one loses its admission. Once it holds nothing here the
+        fleet copies its checkpoint over (``runtime/fleet.py``)."""
+        why = f"moving to cluster {job.to_cluster}"
+        if job.state in (S.RUNNING, S.STARTING):
+            self._stop(s, job, "move", now, effects, reason=why)
+        elif job.state == S.CHECKPOINTING and job.stop_purpose not in ("move", "cancel"):
+            job.stop_purpose, job.target = "move", None
+        elif job.state == S.ADMITTED:
+            record_transition(s, job, S.QUEUED, now, f"admission withdrawn: {why}", target=None)
+        elif job.state == S.PREEMPTED and job.target:
+            job.target = None
 
     def _stop(self, s: Writes, job: Job, purpose: str, now: float, effects: list[Effect],
               reason: str, target: Allocation | None = None) -> None:
@@ -417,7 +439,7 @@ class Controller:
         count = job.pin_workers or current.num_workers or job.gpus
         if job.pin_node is not None:
             try:
-                node = self.cluster.index_of(job.pin_node)
+                node = self.cluster.index_of(job.pin_node.removeprefix(f"{self.member}/"))
             except KeyError:
                 return None
             want = Allocation.of({node: count})
@@ -571,7 +593,8 @@ class Controller:
         """Launch every job that waits with a target, once its GPUs are physically free (the
         jobs a plan stopped to make room hold them until their exit)."""
         for job in jobs:
-            if job.target and job.state in (S.ADMITTED, S.PREEMPTED) and not job.cancel_requested:
+            if job.target and job.state in (S.ADMITTED, S.PREEMPTED) and not (
+                    job.cancel_requested or job.to_cluster):
                 target = load_alloc(job.target)
                 if fits(target, free):
                     moved = job.state == S.PREEMPTED and job.stop_purpose in ("resize", "migrate")
@@ -671,6 +694,8 @@ class Controller:
     # -- helpers ---------------------------------------------------------------------------
     def _active(self, s: Session) -> dict[int, Job]:
         q = select(Job).where(Job.state.not_in([str(t) for t in TERMINAL])).order_by(Job.id)
+        if self.member:
+            q = q.where(Job.cluster == self.member)
         return {j.id: j for j in s.scalars(q)}
 
     def _free(self, jobs: list[Job]) -> list[int]:
@@ -710,7 +735,7 @@ def _policy_sees(job: Job) -> bool:
     """Jobs the policy sees: every active job but those being cancelled or stopped for good.
     (A job checkpointing for a resize or migration is seen on its target; a pinned one is seen,
     and the plan may not move it.)"""
-    if job.state in TERMINAL or job.cancel_requested:
+    if job.state in TERMINAL or job.cancel_requested or job.to_cluster:
         return False
     return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
 
@@ -741,7 +766,8 @@ _NOTABLE = frozenset({*TERMINAL, S.PREEMPTED})  # transitions logged at INFO (ot
 
 
 def _where(ctl: Controller, alloc: Allocation) -> str:
-    return " ".join(f"{ctl.cluster.nodes[n].name}x{c}" for n, c in alloc.workers)
+    prefix = f"{ctl.member}/" if ctl.member else ""
+    return " ".join(f"{prefix}{ctl.cluster.nodes[n].name}x{c}" for n, c in alloc.workers)
 
 
 def _worst(codes: Mapping[int, int]) -> int | None:

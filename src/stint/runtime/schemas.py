@@ -6,7 +6,7 @@ import json
 import time
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from stint.config import MAX_COMMAND_BYTES
 from stint.model.job import Tier
@@ -116,13 +116,23 @@ class ResizeIn(BaseModel):
 
 
 class MigrateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    node: str = Field(min_length=1, max_length=128)
+    """A node of the job's cluster (``node``), or another cluster of the fleet (``to_cluster``):
+    exactly one."""
 
-    @field_validator("node")
+    model_config = ConfigDict(extra="forbid")
+    node: str | None = Field(default=None, min_length=1, max_length=128)
+    to_cluster: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("node", "to_cluster")
     @classmethod
-    def _node(cls, node: str) -> str:
-        return _no_nul(node, "node")
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _no_nul(value, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _one(self) -> MigrateIn:
+        if (self.node is None) == (self.to_cluster is None):
+            raise ValueError("give exactly one of node and to_cluster")
+        return self
 
 
 class TokenIn(BaseModel):
@@ -205,6 +215,12 @@ class JobOut(BaseModel):
     # was rejected or cancelled before running
     attainment: float | None = None
     progress: ProgressOut | None = None  # None: no report (not an SDK job, or it has not run)
+    # In a fleet: the cluster it is on (None: not placed yet, or a single cluster), the one it
+    # is moving to, and its checkpoint's last copy between clusters (bytes, seconds)
+    cluster: str | None = None
+    to_cluster: str | None = None
+    copy_bytes: int | None = None
+    copy_s: float | None = None
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str], now: float | None = None,
@@ -230,6 +246,8 @@ class JobOut(BaseModel):
             env=json.loads(job.env or "{}"),
             attainment=live_attainment(job, time.time() if now is None else now),
             progress=progress,
+            cluster=job.cluster, to_cluster=job.to_cluster, copy_bytes=job.copy_bytes,
+            copy_s=job.copy_s,
         )
 
 
@@ -269,6 +287,8 @@ class NodeOut(BaseModel):
     free: int
     state: str
     jobs: list[int]
+    cluster: str = ""  # in a fleet (else "")
+    region: str = ""
 
 
 def live_attainment(job: Job, now: float) -> float | None:

@@ -11,12 +11,15 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi.responses import JSONResponse
 
 from stint.config import ExecutorConfig, ServeConfig, validate
+from stint.policies.base import Policy
+from stint.policies.registry import make_with_options
 from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
@@ -25,6 +28,9 @@ from stint.runtime.store import Store, StoreLocked, sqlite_url
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from stint.model.fleet import Fleet
+    from stint.policies.fleet.base import GlobalPolicy
 
 log = logging.getLogger("stint.serve")
 
@@ -107,6 +113,111 @@ def make_executor(ex: ExecutorConfig, data_dir: Path) -> Executor:
     raise ValueError(f"unknown executor {ex.kind!r}; valid: local, ray")
 
 
+class Steppable(Protocol):
+    """What the loop drives: a ``Controller``, or a ``FleetControl`` over several."""
+
+    def step(self, now: float) -> object: ...
+
+    def recover(self, now: float) -> None: ...
+
+
+@dataclass(slots=True)
+class Plane:
+    """What serve runs: the loop's body, every executor it drives, and (a fleet) each
+    cluster's storage directory by name."""
+
+    body: Steppable
+    executors: list[Executor]
+    storage: dict[str, Path] = field(default_factory=dict)
+    close: Callable[[], None] = lambda: None
+
+
+def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
+                 metrics: Metrics) -> Plane:
+    executor = make_executor(cfg.executor, data_dir)
+    ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
+    controller = Controller(store, executor, policy, ControllerConfig(
+        jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
+        forecast_policy=lambda: make_with_options(name, options),
+        slow_step_s=ctl.slow_step_s), metrics)
+    store.keep_clusters([""])
+    return Plane(controller, [executor])
+
+
+def load_fleet(cfg: ServeConfig) -> tuple[Fleet, GlobalPolicy] | None:
+    """The fleet file and the global scheduler (None without ``--fleet``); a bad one is a
+    ``StartupError`` naming the file, line and key."""
+    from stint.model.fleet import FleetError, parse_fleet
+    from stint.policies.fleet.registry import make_global
+
+    fl = cfg.fleet
+    if fl.file is None:
+        return None
+    try:
+        fleet = parse_fleet(fl.file.read_text(), str(fl.file))
+        return fleet, make_global(fl.global_policy, fl.global_options)
+    except (FleetError, ValueError, OSError) as exc:
+        raise StartupError(str(exc)) from None
+
+
+def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics, fleet: Fleet,
+                global_policy: GlobalPolicy) -> Plane:
+    """One controller per cluster of ``fleet`` (each with its executor, policy and storage), a
+    copy service for each cluster that names none, and the global scheduler."""
+    from stint.runtime.copy import start_storage
+    from stint.runtime.fleet import FleetControl, Member
+
+    rays = [c.name for c in fleet.clusters if c.executor == "ray" or c.executor.startswith("ray://")]
+    if len(rays) > 1:  # (ray.init connects a process to one cluster)
+        raise StartupError(f"{cfg.fleet.file}: clusters {', '.join(rays)} each name a Ray executor; "
+                           "one control plane drives at most one Ray cluster (run the others' "
+                           "executors as stint agent executor)")
+    members: dict[str, Member] = {}
+    servers = []
+    for c in fleet.clusters:
+        storage = Path(c.storage) if c.storage else cfg.store.jobs_root() / c.name
+        storage.mkdir(parents=True, exist_ok=True)
+        copy = c.copy
+        if not copy:
+            server, copy = start_storage(storage)
+            servers.append(server)
+        executor = cluster_executor(data_dir, c.name, c.executor, c.nodes, c.gpus_per_node)
+        ctl = cfg.controller
+        controller = Controller(store, executor,
+                                make_with_options(cfg.policy_name(), cfg.policy_options()),
+                                ControllerConfig(jobs_dir=storage, max_retries=ctl.max_retries,
+                                                 grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s),
+                                metrics, member=c.name, region=c.region)
+        members[c.name] = Member(controller, storage, copy)
+    store.keep_clusters(list(members))
+    body = FleetControl(store, fleet, members, global_policy)
+
+    def close() -> None:
+        body.close()
+        for server in servers:
+            server.shutdown()
+
+    return Plane(body, [m.controller.executor for m in members.values()],
+                 {n: m.storage for n, m in members.items()}, close)
+
+
+def cluster_executor(data_dir: Path, name: str, kind: str, nodes: int, gpus: int) -> Executor:
+    """A fleet cluster's executor from its ``executor`` key."""
+    state_dir = data_dir / "executor" / name
+    if kind == "local":
+        from stint.runtime.executor.local import LocalExecutor
+
+        return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus)
+    if kind.startswith("http://"):
+        from stint.runtime.executor.base import NodeInfo
+        from stint.runtime.executor.remote import RemoteExecutor
+
+        return RemoteExecutor(kind, [NodeInfo(f"node-{i}", gpus) for i in range(nodes)], name)
+    from stint.runtime.executor import ray as ray_executor
+
+    return ray_executor.RayExecutor(state_dir, address=None if kind == "ray" else kind)
+
+
 class ControlLoop(threading.Thread):
     """Steps the controller every ``tick_s`` seconds of wall-clock time until stopped.
 
@@ -119,7 +230,7 @@ class ControlLoop(threading.Thread):
 
     MAX_BACKOFF_S = 5.0
 
-    def __init__(self, controller: Controller, tick_s: float) -> None:
+    def __init__(self, controller: Steppable, tick_s: float) -> None:
         super().__init__(name="stint-controller", daemon=True)
         self.controller, self.tick_s = controller, tick_s
         self.stopping = threading.Event()
@@ -228,21 +339,26 @@ def add_drain_route(app: FastAPI, request: Callable[[], list[str]]) -> None:
     app.add_api_route("/v1/drain", drain, methods=["POST"], status_code=202)
 
 
-def shut_down(loop: ControlLoop, executor: Executor, drain: bool, grace_s: float) -> None:
+def shut_down(loop: ControlLoop, executors: list[Executor], drain: bool, grace_s: float) -> None:
     """Stop the loop; with ``drain``, ask every running job to checkpoint and wait for it (up
     to the grace period and the SIGTERM escalation). Jobs left running are named in the log: by
     design they outlive the control plane, and the next ``stint serve`` re-adopts them. The
     drained jobs' exits are applied (they become preempted, then resume) at the next start."""
     loop.stopping.set()
     loop.join(timeout=10)
-    left = sorted(executor.running())
+
+    def running() -> list[str]:
+        return sorted(job for executor in executors for job in executor.running())
+
+    left = running()
     if drain and left:
         log.warning("draining: %d job(s) asked to checkpoint and exit (grace %ss): %s",
                     len(left), grace_s, ", ".join(left))
-        for job in left:
-            executor.request_stop(job, grace_s)
+        for executor in executors:
+            for job in executor.running():
+                executor.request_stop(job, grace_s)
         deadline = time.monotonic() + grace_s + TERM_GRACE_S + 5.0
-        while (left := sorted(executor.running())) and time.monotonic() < deadline:
+        while (left := running()) and time.monotonic() < deadline:
             time.sleep(0.2)
         if not left:
             log.warning("drained: every job stopped; their checkpoints resume when stint serve "
@@ -292,7 +408,6 @@ def _prepare(cfg: ServeConfig, data_dir: Path, multi_user: bool
 def serve(cfg: ServeConfig) -> None:
     import uvicorn
 
-    from stint.policies.registry import make_with_options
     from stint.runtime.api import ApiSettings, create_app
 
     data_dir = check_config(cfg)
@@ -301,6 +416,7 @@ def serve(cfg: ServeConfig) -> None:
         policy = make_with_options(name, options)  # fail before anything
     except (KeyError, ValueError) as exc:
         raise StartupError(str(exc).strip("'\"")) from None
+    fleet = load_fleet(cfg)
     os.umask(0o077)  # everything the control plane writes is its own (jobs' dirs are chowned)
     multi_user = os.geteuid() == 0
     me = getpass.getuser()
@@ -313,18 +429,15 @@ def serve(cfg: ServeConfig) -> None:
     token_file = data_dir / "admin.token"
     if store.ensure_admin_token(token_file, time.time(), os_user=me):
         log.warning("created the admin token in %s", token_file)
-    executor = make_executor(cfg.executor, data_dir)
     metrics = Metrics(store)
     ctl = cfg.controller
-    controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
-        forecast_policy=lambda: make_with_options(name, options),
-        slow_step_s=ctl.slow_step_s), metrics)
-    loop = ControlLoop(controller, ctl.tick_s)
+    plane = (fleet_plane(cfg, data_dir, store, metrics, *fleet) if fleet is not None
+             else single_plane(cfg, data_dir, store, policy, metrics))
+    loop = ControlLoop(plane.body, ctl.tick_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=cfg.store.jobs_root(), multi_user=multi_user,
                                         own_account=me, admin_token_file=token_file,
-                                        limits=cfg.limits, policy=name))
+                                        limits=cfg.limits, policy=name, clusters=plane.storage))
     add_health_route(app, loop)
     add_metrics(app, metrics)
     log_listening(cfg, sock, token_file, name)
@@ -333,7 +446,7 @@ def serve(cfg: ServeConfig) -> None:
 
     def request_drain() -> list[str]:
         drain[0] = server.should_exit = True
-        return sorted(executor.running())
+        return sorted(job for executor in plane.executors for job in executor.running())
 
     add_drain_route(app, request_drain)
     # uvicorn answers SIGTERM by shutting down, then raises it again with the handler found at
@@ -342,8 +455,10 @@ def serve(cfg: ServeConfig) -> None:
     try:
         server.run(sockets=[sock])
     finally:
-        shut_down(loop, executor, drain[0], ctl.grace_s)
-        executor.close()
+        shut_down(loop, plane.executors, drain[0], ctl.grace_s)
+        plane.close()
+        for executor in plane.executors:
+            executor.close()
         store.close()
 
 

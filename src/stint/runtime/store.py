@@ -389,22 +389,39 @@ class Store:
         return value
 
     # -- nodes -----------------------------------------------------------------------------
-    def set_nodes(self, nodes: Sequence[tuple[str, int]]) -> None:
-        """Record the cluster's nodes (name, GPUs) in order; forget nodes no longer present."""
+    def set_nodes(self, nodes: Sequence[tuple[str, int]], cluster: str = "",
+                  region: str = "") -> None:
+        """Record a cluster's nodes (name, GPUs) in order; forget its nodes no longer present.
+        In a fleet each cluster records its own, named ``CLUSTER/NODE``."""
+        prefix = f"{cluster}/" if cluster else ""
         with self.session() as s:
-            known = {n.name: n for n in s.scalars(select(NodeRow))}
+            known = {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.cluster == cluster))}
             for i, (name, gpus) in enumerate(nodes):
-                row = known.pop(name, None)
+                row = known.pop(prefix + name, None)
                 if row is None:
-                    s.add(NodeRow(name=name, position=i, gpus=gpus, state="ready"))
+                    s.add(NodeRow(name=prefix + name, position=i, gpus=gpus, state="ready",
+                                  cluster=cluster, region=region))
                 else:
-                    row.position, row.gpus, row.state = i, gpus, "ready"
+                    row.position, row.gpus, row.state, row.region = i, gpus, "ready", region
             for row in known.values():
                 s.delete(row)
 
+    def keep_clusters(self, clusters: Sequence[str]) -> None:
+        """Forget the nodes of every cluster not named (a single cluster is ``""``)."""
+        with self.session() as s:
+            for row in s.scalars(select(NodeRow).where(NodeRow.cluster.not_in(list(clusters)))):
+                s.delete(row)
+
+    def set_node_states(self, cluster: str, down: Sequence[str]) -> None:
+        """Mark a cluster's nodes named in ``down`` (its own names) down, the others ready."""
+        prefix = f"{cluster}/" if cluster else ""
+        with self.session() as s:
+            for row in s.scalars(select(NodeRow).where(NodeRow.cluster == cluster)):
+                row.state = "down" if row.name.removeprefix(prefix) in down else "ready"
+
     def nodes(self) -> list[NodeRow]:
         with self.read() as s:
-            return list(s.scalars(select(NodeRow).order_by(NodeRow.position)))
+            return list(s.scalars(select(NodeRow).order_by(NodeRow.cluster, NodeRow.position)))
 
     # -- jobs ------------------------------------------------------------------------------
     def add_job(self, spec: NewJob, caller: Caller, now: float) -> Job:

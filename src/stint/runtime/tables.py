@@ -39,6 +39,10 @@ class NodeRow(Base):
     position: Mapped[int] = mapped_column(Integer)  # index in the cluster (Allocation refers to it)
     gpus: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16), default="ready")
+    # In a fleet (``serve --fleet``): the node's cluster and region ("" for a single cluster);
+    # ``position`` is then its index within its cluster, and ``name`` is ``CLUSTER/NODE``.
+    cluster: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    region: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
 
 class Job(Base):
@@ -106,6 +110,15 @@ class Job(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     pin_workers: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pin_node: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+    # In a fleet: the cluster the job is placed on (None: not yet placed; always None for a
+    # single cluster), the cluster it is being moved to (set by the global scheduler or an
+    # admin's ``migrate --to-cluster``; cleared when it arrives), and its checkpoint's last copy
+    # between clusters (bytes, seconds from the first file asked to the last verified).
+    cluster: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    to_cluster: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    copy_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    copy_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Transition(Base):

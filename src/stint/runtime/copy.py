@@ -1,0 +1,234 @@
+"""The copy service of a cluster's checkpoint storage: a job's checkpoint moves between clusters
+over the network, verified on arrival.
+
+Each cluster of a live fleet has one (``stint agent storage --dir DIR --listen HOST:PORT``, or
+one ``stint serve`` starts on 127.0.0.1 for a cluster without a ``copy`` address). It serves the
+files of ``<dir>/<job>/ckpt/`` and, asked by the control plane, fetches a job's checkpoint from
+another cluster's service straight into its own storage, so the bytes cross the link between
+the two clusters, not the control plane:
+
+- ``GET /v1/ckpt/JOB`` -> the manifest: every file's relative path, size and SHA-256;
+- ``GET /v1/ckpt/JOB/PATH`` -> one file's bytes;
+- ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT"}`` -> pulls every file of the
+  source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and SHA-256 as it
+  arrives, then swaps it in for ``<dir>/12/ckpt`` (an old one is removed) and answers
+  ``{"bytes", "seconds", "files", "sha256"}`` (``seconds``: from the first file asked to the
+  last one verified; ``sha256``: over the manifest). A mismatch or a lost source is a 502 naming
+  the file; nothing is swapped in.
+
+stdlib only (``http.server``/``http.client``): the service runs beside the storage, anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+CHUNK = 256 * 1024
+_JOB = re.compile(r"^[0-9]{1,18}$")
+FETCH_TIMEOUT_S = 600.0
+RECV_BUFFER = 16 * 1024 * 1024  # capped by net.core.rmem_max
+
+
+class CopyError(RuntimeError):
+    """A copy that did not complete: the source unreachable, or a file that failed its check."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyReport:
+    bytes: int
+    seconds: float
+    files: int
+    sha256: str  # over the manifest (paths, sizes, per-file SHA-256)
+
+
+def manifest(ckpt: Path) -> list[dict[str, Any]]:
+    """Every plain file under ``ckpt`` (links are not followed), sorted by path."""
+    out = []
+    for root, dirs, files in os.walk(ckpt, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            h = hashlib.sha256()
+            with path.open("rb") as f:
+                while block := f.read(CHUNK):
+                    h.update(block)
+            out.append({"path": path.relative_to(ckpt).as_posix(), "size": path.stat().st_size,
+                        "sha256": h.hexdigest()})
+    return out
+
+
+def _safe(rel: str) -> bool:
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def fetch(root: Path, job: str, source: str) -> CopyReport:
+    """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``."""
+    if not _JOB.match(job):
+        raise CopyError(f"bad job id {job!r}")
+    host, port = _split(source)
+    conn = http.client.HTTPConnection(host, port, timeout=FETCH_TIMEOUT_S)
+    try:
+        conn.connect()
+        assert conn.sock is not None
+        # A receive buffer as large as the system allows: the link, not this process's turn
+        # on a busy CPU, sets the pace (the kernel keeps receiving while it waits).
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
+        files = json.loads(_get(conn, f"/v1/ckpt/{job}", source))
+        t0 = time.monotonic()  # (the manifest's hashing on the source is not the copy's time)
+        incoming = root / job / "ckpt.incoming"
+        shutil.rmtree(incoming, ignore_errors=True)
+        incoming.mkdir(parents=True)
+        total = 0
+        for entry in files:
+            rel = str(entry["path"])
+            if not _safe(rel):
+                raise CopyError(f"{source}: unsafe path {rel!r} in job {job}'s manifest")
+            total += _pull(conn, source, job, entry, incoming / rel)
+    except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+        raise CopyError(f"copy of job {job}'s checkpoint from {source} failed: {exc}") from None
+    finally:
+        conn.close()
+    seconds = time.monotonic() - t0
+    dest = root / job / "ckpt"
+    old = root / job / "ckpt.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    incoming.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    return CopyReport(total, seconds, len(files), digest)
+
+
+def _get(conn: http.client.HTTPConnection, path: str, source: str) -> bytes:
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.status != 200:
+        raise CopyError(f"{source}{path}: HTTP {resp.status}: {body[:200]!r}")
+    return body
+
+
+def _pull(conn: http.client.HTTPConnection, source: str, job: str, entry: dict[str, Any],
+          path: Path) -> int:
+    """One file, streamed to disk and checked against its manifest entry."""
+    rel = str(entry["path"])
+    conn.request("GET", f"/v1/ckpt/{job}/{rel}")
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise CopyError(f"{source}: {rel}: HTTP {resp.status}: {resp.read()[:200]!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    h, size = hashlib.sha256(), 0
+    with path.open("wb") as out:
+        while block := resp.read(CHUNK):
+            h.update(block)
+            out.write(block)
+            size += len(block)
+    if size != int(entry["size"]) or h.hexdigest() != entry["sha256"]:
+        raise CopyError(f"{source}: job {job}'s {rel} failed its check on arrival ({size} bytes, "
+                        f"sha256 {h.hexdigest()[:12]}; the manifest says {entry['size']}, "
+                        f"{str(entry['sha256'])[:12]})")
+    return size
+
+
+def request_fetch(service: str, job: str, source: str, timeout_s: float = FETCH_TIMEOUT_S
+                  ) -> CopyReport:
+    """Ask the copy service at ``service`` to fetch ``job``'s checkpoint from ``source``."""
+    host, port = _split(service)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        conn.request("POST", "/v1/fetch", json.dumps({"job": job, "source": source}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise CopyError(f"copy service {service} unreachable: {exc}") from None
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise CopyError(body.decode(errors="replace"))
+    d = json.loads(body)
+    return CopyReport(int(d["bytes"]), float(d["seconds"]), int(d["files"]), str(d["sha256"]))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    root: Path  # set on the subclass made by ``serve_storage``
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        parts = self.path.split("/", 4)  # "", "v1", "ckpt", JOB[, PATH]
+        if len(parts) < 4 or parts[1:3] != ["v1", "ckpt"] or not _JOB.match(parts[3]):
+            return self._reply(404, b'{"error": "no such path"}')
+        ckpt = self.root / parts[3] / "ckpt"
+        if len(parts) == 4:
+            return self._reply(200, json.dumps(manifest(ckpt)).encode())
+        rel = parts[4]
+        path = ckpt / rel
+        if not _safe(rel) or path.is_symlink() or not path.is_file():
+            return self._reply(404, b'{"error": "no such file"}')
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            shutil.copyfileobj(f, self.wfile, CHUNK)
+
+    def do_POST(self) -> None:
+        if self.path != "/v1/fetch":
+            return self._reply(404, b'{"error": "no such path"}')
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            report = fetch(self.root, str(body["job"]), str(body["source"]))
+        except (CopyError, ValueError, KeyError, TypeError, OSError) as exc:
+            return self._reply(502, str(exc).encode(), "text/plain")
+        self._reply(200, json.dumps({"bytes": report.bytes, "seconds": report.seconds,
+                                     "files": report.files, "sha256": report.sha256}).encode())
+
+
+def serve_storage(root: Path, host: str, port: int) -> ThreadingHTTPServer:
+    """A copy service for ``root`` bound to ``host:port`` (port 0: any), not yet serving
+    (call ``serve_forever``, or ``start_storage`` for a thread)."""
+    root.mkdir(parents=True, exist_ok=True)
+    handler = type("StorageHandler", (_Handler,), {"root": root})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def start_storage(root: Path, host: str = "127.0.0.1", port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+    """A copy service on a daemon thread; returns it and its ``HOST:PORT``."""
+    server = serve_storage(root, host, port)
+    threading.Thread(target=server.serve_forever, name=f"stint-copy-{root.name}",
+                     daemon=True).start()
+    return server, f"{host}:{server.server_address[1]}"

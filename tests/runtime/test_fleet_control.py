@@ -1,0 +1,105 @@
+"""``FleetControl`` stepped by hand over two clusters of local virtual nodes on loopback (each
+with its own storage and copy service) and real processes: placement by the global scheduler,
+an arrival no cluster can take, a cancel before placement, an admin's move to the other cluster
+(the checkpoint copied, verified, and resumed there) -- on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rt_helpers import counter_cmd, wait_for
+
+from stint.model.fleet import parse_fleet
+from stint.policies import make
+from stint.policies.fleet.baselines import LeastLoaded
+from stint.runtime.controller import Controller, ControllerConfig
+from stint.runtime.copy import start_storage
+from stint.runtime.executor.local import LocalExecutor
+from stint.runtime.fleet import FleetControl, Member
+from stint.runtime.store import Caller, NewJob, Store
+from stint.runtime.tables import Job
+
+FLEET = """\
+[region.east.cluster.a]
+nodes = 1
+gpus_per_node = 1
+[region.west.cluster.b]
+nodes = 1
+gpus_per_node = 1
+"""
+
+
+@pytest.fixture
+def fleet(store: Store, tmp_path: Path) -> Iterator[FleetControl]:
+    members, servers = {}, []
+    for c in parse_fleet(FLEET, "fleet.toml").clusters:
+        storage = tmp_path / f"{c.name}-store"
+        server, copy = start_storage(storage)
+        servers.append(server)
+        executor = LocalExecutor(tmp_path / f"{c.name}-exec", nodes=1, gpus_per_node=1)
+        ctl = Controller(store, executor, make("fifo"), ControllerConfig(jobs_dir=storage, grace_s=10),
+                         member=c.name, region=c.region)
+        members[c.name] = Member(ctl, storage, copy)
+    control = FleetControl(store, parse_fleet(FLEET, "fleet.toml"), members, LeastLoaded())
+    control.recover(time.time())
+    yield control
+    control.close()
+    for m in members.values():
+        for jid in m.controller.executor.running():
+            m.controller.executor.kill(jid)
+        wait_for(lambda m=m: not m.controller.executor.running(), 10, "workers to exit")
+    for server in servers:
+        server.shutdown()
+
+
+def _job(store: Store, jid: int) -> Job:
+    job = store.get_job(jid)
+    assert job is not None
+    return job
+
+
+@pytest.mark.slow
+def test_a_fleet_places_holds_cancels_and_moves(fleet: FleetControl, store: Store,
+                                                tmp_path: Path) -> None:
+    caller = store.caller_for_token(store.create_token("alice", time.time()))
+    assert caller is not None and isinstance(caller, Caller)
+
+    def submit(cmd: list[str], gpus: int = 1) -> int:
+        return store.add_job(NewJob("t", cmd, gpus, gpus, gpus, "standard", 1.0, None), caller,
+                             time.time()).id
+
+    def until(jid: int, cond: object, what: str) -> Job:
+        wait_for(lambda: cond(_job(store, jid)), 30, f"job {jid}: {what}",  # type: ignore[operator]
+                 tick=lambda: fleet.step(time.time()))
+        return _job(store, jid)
+
+    out = tmp_path / "out"
+    one = submit(counter_cmd(100, out, "--hold"))
+    big = submit(["true"], gpus=2)  # no cluster has 2 GPUs
+    job = until(one, lambda j: j.state == "running", "run")
+    assert job.cluster == "a"
+    assert {(n.name, n.cluster, n.region) for n in store.nodes()} == {
+        ("a/node-0", "a", "east"), ("b/node-0", "b", "west")}
+    held = _job(store, big)
+    assert held.cluster is None and held.state == "queued" and "placed it nowhere" in held.reason
+    store.request(big, caller, "cancel", "", time.time(), cancel_requested=True)
+    until(big, lambda j: j.state == "cancelled", "be cancelled before placement")
+    wait_for(lambda: (tmp_path / "a-store" / str(one) / "log.txt").read_text().count("starts"), 10)
+    time.sleep(0.3)  # let it count
+    store.request(one, caller, "migrate", "cluster=b", time.time(), to_cluster="b")
+    job = until(one, lambda j: j.cluster == "b" and j.state == "running", "run on b")
+    assert job.to_cluster is None and job.copy_bytes and job.copy_s is not None
+    copied = (tmp_path / "b-store" / str(one) / "ckpt" / "counter.json").read_text()
+    path = [(t.dst, t.reason) for t in store.transitions(one)]
+    assert [d for d, _ in path][4:] == ["checkpointing", "preempted", "migrating", "preempted",
+                                        "resumed", "starting", "running"]
+    assert "verified" in path[7][1] and f"{job.copy_bytes} bytes" in path[7][1]
+    (out / "release").touch()
+    until(one, lambda j: j.state == "succeeded", "finish on b")
+    resumes = json.loads((out / "result.json").read_text())["resumes"]
+    assert [r[0] for r in resumes] == [1, 2]
+    assert resumes[1][1] == json.loads(copied)["step"] > 0  # resumed from the copy, on b
