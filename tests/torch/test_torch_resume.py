@@ -116,7 +116,7 @@ def test_background_checkpoints_do_not_rewrite_frozen_layers(tmp_path):
     store = CheckpointStore(tmp_path)
     newest, *older = store.checkpoints()
     assert older, "several background checkpoints were written"
-    frozen = next(t["blob"] for t in newest.manifest["tensors"] if t["shape"] == [256, 256])
+    (frozen, _, _), = next(t["parts"] for t in newest.manifest["tensors"] if t["shape"] == [256, 256])
     assert newest.manifest["blobs"][frozen]["file"] == older[-1].path.name  # written once, by the first
     assert torch.equal(store.load(newest)["tracked"]["model"]["0.weight"], model[0].weight)
 

@@ -49,7 +49,7 @@ def test_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
 def _blob(store: CheckpointStore, step: int, shape: list[int]) -> dict:
     """Where checkpoint ``step`` keeps the tensor of ``shape``: file, offset, size."""
     (ckpt,) = [c for c in store.checkpoints() if c.step == step]
-    h = next(t["blob"] for t in ckpt.manifest["tensors"] if t["shape"] == shape)
+    (h, _, _), = next(t["parts"] for t in ckpt.manifest["tensors"] if t["shape"] == shape)
     return ckpt.manifest["blobs"][h]
 
 
