@@ -10,8 +10,9 @@ Layout of ``root`` (``STINT_CKPT_DIR``)::
     .tmp-step-...               a file being written
 
 Sharing the write. The state is cut into items by a rule that does not depend on the number of
-workers P (:meth:`CheckpointStore.cut`): a tensor above ``PIECE`` bytes is cut into pieces of
-``PIECE``, smaller tensors are packed into items of up to ``PIECE``. The items are dealt out in
+workers P (:meth:`CheckpointStore.cut`): items of about 1/64 of the state's bytes (at least
+4 KiB, at most ``PIECE``); a tensor larger than that is cut into equal pieces of one to two
+times that size, smaller ones are packed together. The items are dealt out in
 order, by bytes, into P contiguous ranges: worker w hashes and writes range w (the state is
 replicated, so every worker holds every item; the skeleton and what worker 0 alone holds, such as
 the RNG states of every logical rank, are worker 0's). A worker writes its items to a temp file,
@@ -52,8 +53,9 @@ from stint.torch import codec
 
 FORMAT = 3  # 3: tensors in pieces, blobs in several files; 2 (one file, whole tensors) still loads
 READS = (2, 3)
-SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed with others: fewer hashes, same dedup
 PIECE = 8 << 20  # the most bytes in one item: large tensors are cut into pieces of this size
+ITEMS = 64  # a state is cut into about this many items at least (unless below MIN_ITEM each)
+MIN_ITEM = 4 << 10
 MAGIC = b"STINTCK2"
 HOLDER = b"STINTBH2"  # the footer of a file pruned from the checkpoints but kept for blobs it holds
 _FOOTER = struct.Struct("<Q8s")  # manifest length, magic
@@ -284,18 +286,21 @@ class CheckpointStore:
     def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int) -> list[Item]:
         """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt)."""
         items: list[Item] = []
+        views = [codec.tensor_bytes(t) for t in tensors]
+        size = min(PIECE, max(MIN_ITEM, sum(len(v) for v in views) // ITEMS))  # the same for any P
         pack, packed, pack_keys = bytearray(), [], []
-        for i, (t, src) in enumerate(zip(tensors, sources)):
-            data, index = codec.tensor_bytes(t), first + i
-            if len(data) >= SMALL_TENSOR:
-                for at in range(0, len(data), PIECE):
-                    piece = data[at : at + PIECE]
+        for i, (data, src) in enumerate(zip(views, sources)):
+            index = first + i
+            if len(data) >= size:
+                step = -(-len(data) // max(1, len(data) // size))  # pieces of size .. 2 * size bytes
+                for at in range(0, len(data), step):
+                    piece = data[at : at + step]
                     items.append(Item(piece, [(index, 0, len(piece), at)], (self._key(src), at), 0))
                 continue
             packed.append((index, len(pack), len(data), 0))
             pack_keys.append(self._key(src))
             pack += data
-            if len(pack) >= PIECE:
+            if len(pack) >= size:
                 items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
                 pack, packed, pack_keys = bytearray(), [], []
         if packed:
