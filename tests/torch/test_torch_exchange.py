@@ -61,6 +61,7 @@ def test_one_worker_folds_in_rank_order_in_one_buffer_whatever_order_ranks_come(
     for placement in (tuple(range(logical)), tuple(order)):
         param = torch.zeros(1000, requires_grad=True)
         ex = Exchange([param], [placement])
+        first = None
         for step in range(2):
             ex.start_step(reuse=True)
             for r in placement:
@@ -69,5 +70,5 @@ def test_one_worker_folds_in_rank_order_in_one_buffer_whatever_order_ranks_come(
                 assert len(ex._fold._early) <= (0 if placement == tuple(range(logical)) else logical)
             ex.reduce(0)
             assert torch.equal(param.grad, left_fold / logical)
-            first = param.grad.data_ptr() if step == 0 else first
+            first = param.grad.data_ptr() if first is None else first
         assert param.grad.data_ptr() == first  # the same buffer every step

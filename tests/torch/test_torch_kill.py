@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_helpers import write_shared
 
 from stint.torch.store import CheckpointStore
-from torch_helpers import write_shared
 
 N = 4 << 20  # 16 MiB per checkpoint: a blob write takes long enough to be caught in the middle
 
@@ -136,10 +136,10 @@ def _parts_without_manifest(root: Path) -> bool:
 def test_sigkill_during_a_shared_write_leaves_the_previous_checkpoint_valid(tmp_path):
     """Three writers share each checkpoint; the process is killed while parts are being written,
     between the parts and the manifest, and at random moments: only whole checkpoints list."""
-    part_tmp = lambda r: any(".part-" in p.name for p in _temp_files(r))  # noqa: E731
+    part_tmp = lambda r: any(".part-" in p.name for p in _temp_files(r))
     assert _kill_when(tmp_path, part_tmp, writers=3)
     _check_every_listed_checkpoint_is_whole(tmp_path)
-    after_one = lambda r: any(r.glob("step-*.ckpt")) and _parts_without_manifest(r)  # noqa: E731
+    after_one = lambda r: any(r.glob("step-*.ckpt")) and _parts_without_manifest(r)
     for _ in range(5):  # the commit may win the race now and then
         if _kill_when(tmp_path, after_one, writers=3) and _parts_without_manifest(tmp_path):
             break
