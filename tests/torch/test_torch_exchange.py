@@ -7,6 +7,7 @@ import pytest
 from torch_helpers import SCRIPTS, run_workers
 
 from stint.torch import launch
+from stint.torch.store import CheckpointStore
 
 SCRIPT = SCRIPTS / "exchange_job.py"
 
@@ -21,8 +22,9 @@ def _fork_server():
 def test_every_path_and_every_p_give_the_same_bits(tmp_path):
     runs = {}
     for workers, exchange in [(1, "auto"), (2, "gathered"), (2, "sharded"), (4, "sharded"), (4, "gathered")]:
-        codes, outs = run_workers(SCRIPT, ["--exchange", exchange], workers, 4, None,
-                                  tmp_path / f"{workers}{exchange}")
+        ckpt = tmp_path / "ck" if (workers, exchange) == (4, "sharded") else None  # + background checkpoints
+        codes, outs = run_workers(SCRIPT, ["--exchange", exchange, "--checkpoint-every", "3"], workers, 4,
+                                  ckpt, tmp_path / f"{workers}{exchange}")
         assert codes == [0] * workers, outs
         done = [line.split() for out in outs for line in out.splitlines() if line.startswith("done")]
         assert len({d[2] for d in done}) == 1  # every replica the same
@@ -30,6 +32,12 @@ def test_every_path_and_every_p_give_the_same_bits(tmp_path):
         logged = [line for line in outs[0].splitlines() if line.startswith("step")]
         runs[(workers, exchange)] = (done[0][2], tuple(logged))
     assert len(set(runs.values())) == 1, runs  # parameters and the logged mean loss alike
+    listed = CheckpointStore(tmp_path / "ck").checkpoints()
+    assert [c.step for c in listed] == [10, 9]  # the final one and the last periodic one (keep=2)
+    for c in listed:  # the workers shared the write, the periodic ones from snapshots on a thread
+        assert c.manifest["writers"] == 4
+        parts = {loc["file"] for loc in c.manifest["blobs"].values()} - {c.path.name}
+        assert len([p for p in parts if p.endswith(".part")]) >= 2, parts  # a 19 KB state: 5 items
 
 
 @pytest.mark.slow
