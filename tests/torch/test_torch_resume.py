@@ -160,3 +160,7 @@ def test_a_checkpoint_loads_as_a_plain_state_dict_and_exports_to_dcp(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(target["model"].values(), model.state_dict().values()))
     with pytest.raises(stint.NoCheckpoint, match="no valid checkpoint of step 2"):
         stint.load_checkpoint(tmp_path / "ck", step=2)
+    from stint.torch import export
+
+    with pytest.raises(SystemExit, match="stint: .*empty: no valid checkpoint of any step"):
+        export.main([str(tmp_path / "empty"), str(tmp_path / "out")])  # the command line: a message
