@@ -232,3 +232,28 @@ def test_a_writer_holding_another_state_fails_the_checkpoint_on_every_writer(tmp
     assert all(isinstance(r, RuntimeError) for r in results), results
     assert "worker 1 holds another state than worker 0" in str(results[0])
     assert [c.step for c in CheckpointStore(tmp_path).checkpoints()] == [1]
+
+
+def test_a_format_2_checkpoint_from_before_the_shared_write_still_loads(tmp_path):
+    """The one-writer layout (one blob per whole tensor, ``blob``/``offset``/``nbytes``) a job
+    wrote before upgrading: built here byte for byte as that version wrote it."""
+    import hashlib
+    import json
+    import struct
+
+    from stint.torch import codec
+
+    state = {"w": torch.arange(10.0), "n": 3}
+    skeleton, (w,) = codec.split(state)
+    raw = w.numpy().tobytes()
+    h_skel, h_w = hashlib.sha256(skeleton).hexdigest(), hashlib.sha256(raw).hexdigest()
+    name = "step-000000000005.ckpt"
+    body = {"format": 2, "step": 5, "created": 0.0, "skeleton": h_skel, "meta": {},
+            "tensors": [{"blob": h_w, "offset": 0, "nbytes": len(raw), "dtype": "torch.float32", "shape": [10]}],
+            "blobs": {h_skel: {"file": name, "offset": 0, "size": len(skeleton)},
+                      h_w: {"file": name, "offset": len(skeleton), "size": len(raw)}}}
+    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    manifest = json.dumps(body).encode()
+    (tmp_path / name).write_bytes(skeleton + raw + manifest + struct.pack("<Q8s", len(manifest), b"STINTCK2"))
+    ckpt, loaded = CheckpointStore(tmp_path).load_latest()
+    assert ckpt.step == 5 and loaded["n"] == 3 and torch.equal(loaded["w"], state["w"])
