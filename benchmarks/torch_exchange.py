@@ -7,7 +7,8 @@ times, per step, after a warm-up step:
   DDP does with its buckets, minus the bucketing; the gradients are already in the buffer);
 - ``sharded`` / ``gathered``: stint's exact exchange (stint.torch.exchange): each hosted logical
   rank's gradients folded in (a copy into the flat buffer, as DDP copies into its buckets), then
-  the reduction along the fixed tree, by all_to_all + all_gather or by one all_gather.
+  the left fold in logical-rank order, by an all_to_all per time slice + an all-gather, or by one
+  all_gather.
 
 Peak memory: the worker's peak RSS growth over its parameters and gradients (ru_maxrss).
 
@@ -33,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from stint.torch import launch
-from stint.torch.env import read_env
+from stint.torch.env import read_env, round_robin
 from stint.torch.exchange import Exchange
 
 
@@ -54,7 +55,7 @@ def worker(modes: list[str], mb: float, rounds: int) -> None:
     params = [torch.zeros(n // 8) for _ in range(8)]
     grads = [torch.randn(p.shape, generator=torch.Generator().manual_seed(env.rank)) for p in params]
     flat = torch.cat(grads)
-    placement = [tuple(range(w * env.per_worker, (w + 1) * env.per_worker)) for w in range(env.world_size)]
+    placement = [round_robin(w, env.world_size, env.logical_world_size) for w in range(env.world_size)]
     exchanges = {m: Exchange(params, placement, sharded=m == "sharded") for m in modes if m != "allreduce"}
     base = _rss_mb()
     times: dict[str, list[float]] = {m: [] for m in modes}
@@ -119,9 +120,12 @@ def main() -> None:
             print(f"| {mb:g} MB | {workers} | {lws} | {m} | {1000 * timed[m]:.1f} | "
                   f"{timed[m] / timed['allreduce']:.2f} | {memory:.0f} |", flush=True)
     if not (a.quick or a.small):  # memory against L on one worker hosting every logical rank (no peers)
-        for lws in (1, 8):
+        for lws in (1, 2, 4, 8):
             memory = run(["sharded" if lws > 1 else "allreduce"], 100, 1, lws, 2)["extra_mb"]
-            print(f"| 100 MB | 1 | {lws} | {'tree' if lws > 1 else 'none'} | | | {memory:.0f} |", flush=True)
+            print(f"| 100 MB | 1 | {lws} | {'fold' if lws > 1 else 'none'} | | | {memory:.0f} |", flush=True)
+        for lws in (4, 8):
+            memory = run(["sharded"], 100, 4, lws, 2)["extra_mb"]
+            print(f"| 100 MB | 4 | {lws} | sharded | | | {memory:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,12 @@ def run_in_process(ckpt: Path, monkeypatch) -> dict:
     return _parse(out.getvalue().splitlines())
 
 
+def _writers(ckpt: Path) -> tuple[int, set[str]]:
+    """How many workers wrote the newest checkpoint, and the files its blobs are in."""
+    manifest = CheckpointStore(ckpt).checkpoints()[0].manifest
+    return manifest["writers"], {loc["file"] for loc in manifest["blobs"].values()}
+
+
 def _newest_checkpoint(ckpt: Path) -> int:
     return CheckpointStore(ckpt).checkpoints()[0].step
 
@@ -95,6 +101,7 @@ def test_resize_4_2_4_and_4_1_and_migration_follow_the_unresized_run_bitwise(tmp
     assert codes == [75] * 4
     (cut,) = [c.step for c in CheckpointStore(a).checkpoints()]  # one checkpoint for the job
     assert 4 <= cut <= 6 and max(first) == cut  # stopped within two steps of the request
+    assert _writers(a) == (4, {f"step-{cut:012d}.ckpt"} | {f"step-{cut:012d}.w{w}.part" for w in (1, 2, 3)})
     shutil.copytree(a, b)  # migration: the checkpoint moves to "another node"
     # 4 -> 2, with the logical ranks placed the other way round on the two workers; only rank 1
     # is asked to stop: the agreement on the step's collective stops rank 0 at the same boundary.
@@ -103,6 +110,7 @@ def test_resize_4_2_4_and_4_1_and_migration_follow_the_unresized_run_bitwise(tmp
     assert codes == [75, 75]
     cut2 = _newest_checkpoint(a)
     assert cut < cut2 < STEPS and max(second) == cut2
+    assert _writers(a) == (2, {f"step-{cut2:012d}.ckpt", f"step-{cut2:012d}.w1.part"})  # 4 -> 2 resumed, 2 wrote
     codes, third = run_job(4, a, tmp_path / "p3")  # 2 -> 4
     assert codes == [0] * 4
     assert {**first, **second, **third} == reference

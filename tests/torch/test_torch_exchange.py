@@ -7,7 +7,7 @@ import pytest
 from torch_helpers import SCRIPTS, run_workers
 
 from stint.torch import launch
-from stint.torch.exchange import cover, split
+from stint.torch.store import CheckpointStore
 
 SCRIPT = SCRIPTS / "exchange_job.py"
 
@@ -18,20 +18,13 @@ def _fork_server():
     launch.stop_warm()
 
 
-def test_tree_and_covers():
-    assert [split(0, w) for w in (2, 3, 4, 5, 6, 8)] == [1, 2, 2, 4, 4, 4]
-    assert cover([0, 1, 2, 3], 4) == [(0, 4)]
-    assert cover([2, 3], 4) == [(2, 4)]
-    assert cover([3, 1], 4) == [(1, 2), (3, 4)]  # not a subtree: two leaves travel
-    assert cover([3, 4, 5], 6) == [(3, 4), (4, 6)]  # [3, 6) straddles the split of [0, 6) at 4
-
-
 @pytest.mark.slow
 def test_every_path_and_every_p_give_the_same_bits(tmp_path):
     runs = {}
     for workers, exchange in [(1, "auto"), (2, "gathered"), (2, "sharded"), (4, "sharded"), (4, "gathered")]:
-        codes, outs = run_workers(SCRIPT, ["--exchange", exchange], workers, 4, None,
-                                  tmp_path / f"{workers}{exchange}")
+        ckpt = tmp_path / "ck" if (workers, exchange) == (4, "sharded") else None  # + background checkpoints
+        codes, outs = run_workers(SCRIPT, ["--exchange", exchange, "--checkpoint-every", "3"], workers, 4,
+                                  ckpt, tmp_path / f"{workers}{exchange}")
         assert codes == [0] * workers, outs
         done = [line.split() for out in outs for line in out.splitlines() if line.startswith("done")]
         assert len({d[2] for d in done}) == 1  # every replica the same
@@ -39,6 +32,12 @@ def test_every_path_and_every_p_give_the_same_bits(tmp_path):
         logged = [line for line in outs[0].splitlines() if line.startswith("step")]
         runs[(workers, exchange)] = (done[0][2], tuple(logged))
     assert len(set(runs.values())) == 1, runs  # parameters and the logged mean loss alike
+    listed = CheckpointStore(tmp_path / "ck").checkpoints()
+    assert [c.step for c in listed] == [10, 9]  # the final one and the last periodic one (keep=2)
+    for c in listed:  # the workers shared the write, the periodic ones from snapshots on a thread
+        assert c.manifest["writers"] == 4
+        parts = {loc["file"] for loc in c.manifest["blobs"].values()} - {c.path.name}
+        assert len([p for p in parts if p.endswith(".part")]) >= 2, parts  # a 19 KB state: 5 items
 
 
 @pytest.mark.slow
@@ -50,31 +49,34 @@ def test_replicas_that_differ_raise_an_error_naming_the_tensor(tmp_path):
                "worker 0 and worker(s) [1]" in out
 
 
-@pytest.mark.parametrize("logical", [2, 3, 5, 6, 8])
-def test_folding_as_ranks_come_equals_the_tree_in_any_order(logical):
-    """One worker hosting every rank, in a shuffled order, folds to the bits of the tree; the
-    sharded path's finish_into gives the same bits as finish."""
+@pytest.mark.parametrize("logical", [2, 3, 5, 8])
+def test_one_worker_folds_in_rank_order_in_one_buffer_whatever_order_ranks_come(logical):
+    """One worker hosting every rank, in order or shuffled, gives the left fold in rank order
+    (the bits every P gives); in order it keeps no buffer beyond the one the gradients view."""
     import random
 
     import torch
 
-    from stint.torch.exchange import Exchange, finish, finish_into
+    from stint.torch.exchange import Exchange
 
     g = torch.Generator().manual_seed(logical)
     grads = [torch.randn(1000, generator=g) * 10 ** torch.randn(1000, generator=g) for _ in range(logical)]
-    leaves = {(r, r + 1): grads[r] for r in range(logical)}
-    tree = finish(leaves, 0, logical)
-    out = torch.empty(1000)
-    finish_into(leaves, 0, logical, out, [])
-    assert torch.equal(out, tree)
+    left_fold = grads[0].clone()
+    for x in grads[1:]:
+        left_fold.add_(x)
     order = list(range(logical))
     random.Random(logical).shuffle(order)
-    param = torch.zeros(1000, requires_grad=True)
-    ex = Exchange([param], [tuple(order)])
-    for r in order:
-        param.grad = grads[r].clone()
-        ex.take(r)
-    ex.reduce(0)
-    assert torch.equal(param.grad, tree / logical)
-    left_fold = sum(grads[1:], grads[0].clone())
-    assert logical < 4 or not torch.equal(tree, left_fold)  # from L = 4 another order than a plain sum
+    for placement in (tuple(range(logical)), tuple(order)):
+        param = torch.zeros(1000, requires_grad=True)
+        ex = Exchange([param], [placement])
+        first = None
+        for step in range(2):
+            ex.start_step(reuse=True)
+            for r in placement:
+                param.grad = grads[r].clone()
+                ex.take(r)
+                assert len(ex._fold._early) <= (0 if placement == tuple(range(logical)) else logical)
+            ex.reduce(0)
+            assert torch.equal(param.grad, left_fold / logical)
+            first = param.grad.data_ptr() if first is None else first
+        assert param.grad.data_ptr() == first  # the same buffer every step

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_helpers import write_shared
 
 from stint.torch.store import CheckpointStore
 
@@ -29,12 +30,17 @@ def _state(step: int) -> dict:
     }
 
 
-def _write_forever(root: Path) -> None:
-    store = CheckpointStore(root, keep=2)
-    latest = store.checkpoints()
+def _write_forever(root: Path, writers: int = 1) -> None:
+    latest = CheckpointStore(root, keep=2).checkpoints()
     step = latest[0].step + 1 if latest else 1
     while True:
-        store.save(step, _state(step))
+        if writers == 1:
+            CheckpointStore(root, keep=2).save(step, _state(step))
+        else:  # writer threads sharing each checkpoint, as the workers of a job do
+            state = _state(step)
+            private = {"step": state.pop("step")}
+            results = write_shared(root, step, [state] * writers, private)
+            assert not any(isinstance(r, Exception) for r in results), results
         step += 1
 
 
@@ -42,12 +48,12 @@ def _temp_files(root: Path) -> list[Path]:
     return list(root.rglob(".tmp-*")) if root.exists() else []
 
 
-def _kill_when(root: Path, trigger: Callable[[Path], bool], timeout: float = 20.0) -> bool:
+def _kill_when(root: Path, trigger: Callable[[Path], bool], timeout: float = 20.0, writers: int = 1) -> bool:
     """Fork a writer, SIGKILL it as soon as ``trigger(root)`` holds; True if the trigger fired."""
     pid = os.fork()
     if pid == 0:  # child
         try:
-            _write_forever(root)
+            _write_forever(root, writers)
         finally:
             os._exit(1)
     deadline, fired = time.monotonic() + timeout, False
@@ -118,4 +124,35 @@ def test_sigkill_during_writes_leaves_only_whole_checkpoints(tmp_path):
     step = store.checkpoints()[0].step + 1
     store.save(step, _state(step))
     assert not _temp_files(tmp_path)
+    assert _check_every_listed_checkpoint_is_whole(tmp_path) == 2
+
+
+def _parts_without_manifest(root: Path) -> bool:
+    """A worker's part is durable under its name, the checkpoint's manifest not yet committed."""
+    steps = {p.name.split(".")[0] for p in root.glob("step-*.ckpt")} if root.exists() else set()
+    return any(p.name.split(".")[0] not in steps for p in root.glob("step-*.part")) if root.exists() else False
+
+
+def test_sigkill_during_a_shared_write_leaves_the_previous_checkpoint_valid(tmp_path):
+    """Three writers share each checkpoint; the process is killed while parts are being written,
+    between the parts and the manifest, and at random moments: only whole checkpoints list."""
+    part_tmp = lambda r: any(".part-" in p.name for p in _temp_files(r))
+    assert _kill_when(tmp_path, part_tmp, writers=3)
+    _check_every_listed_checkpoint_is_whole(tmp_path)
+    after_one = lambda r: any(r.glob("step-*.ckpt")) and _parts_without_manifest(r)
+    for _ in range(5):  # the commit may win the race now and then
+        if _kill_when(tmp_path, after_one, writers=3) and _parts_without_manifest(tmp_path):
+            break
+    assert _parts_without_manifest(tmp_path), "no kill landed between the parts and the manifest"
+    assert _check_every_listed_checkpoint_is_whole(tmp_path) >= 1  # the previous one is valid
+    rng = random.Random(7)
+    for _ in range(2):
+        assert _kill_when(tmp_path, _after_next_checkpoint(_checkpoint_files(tmp_path), rng.uniform(0.0, 0.2)),
+                          writers=3)
+        _check_every_listed_checkpoint_is_whole(tmp_path)
+    store = CheckpointStore(tmp_path, keep=2)
+    step = store.checkpoints()[0].step + 1
+    state = _state(step)
+    write_shared(tmp_path, step, [state] * 2, {"step": state.pop("step")})  # resumed on 2 writers
+    assert not _temp_files(tmp_path) and not _parts_without_manifest(tmp_path)  # leftovers pruned
     assert _check_every_listed_checkpoint_is_whole(tmp_path) == 2

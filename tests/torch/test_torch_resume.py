@@ -116,8 +116,8 @@ def test_background_checkpoints_do_not_rewrite_frozen_layers(tmp_path):
     store = CheckpointStore(tmp_path)
     newest, *older = store.checkpoints()
     assert older, "several background checkpoints were written"
-    frozen = next(t["blob"] for t in newest.manifest["tensors"] if t["shape"] == [256, 256])
-    assert newest.manifest["blobs"][frozen]["file"] == older[-1].path.name  # written once, by the first
+    frozen = next(t["parts"] for t in newest.manifest["tensors"] if t["shape"] == [256, 256])
+    assert {newest.manifest["blobs"][h]["file"] for h, _, _ in frozen} == {older[-1].path.name}  # written once
     assert torch.equal(store.load(newest)["tracked"]["model"]["0.weight"], model[0].weight)
 
 
@@ -133,3 +133,34 @@ def test_a_stop_file_is_a_stop_request(tmp_path, monkeypatch):
                 stop.write_text('{"kind": "stop"}')  # what the executor writes besides SIGUSR1
     assert stopped.value.code == stint.PREEMPTED_EXIT_CODE
     assert [c.step for c in CheckpointStore(tmp_path / "ck").checkpoints()] == [4]
+
+
+def test_a_checkpoint_loads_as_a_plain_state_dict_and_exports_to_dcp(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    counters = {"seen": 0}
+    job = stint.init(model=model, optimizer=opt, ckpt_dir=tmp_path / "ck", counters=counters)
+    for _ in job.steps(3):
+        opt.zero_grad()
+        model(torch.randn(4, 64)).square().mean().backward()
+        opt.step()
+        counters["seen"] += 4
+    state = stint.load_checkpoint(tmp_path / "ck")
+    assert state["step"] == 3 and state["counters"] == {"seen": 12} and set(state["rng"]) == {0}
+    fresh = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 2))
+    fresh.load_state_dict(state["tracked"]["model"])
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), model.state_dict().values()))
+    assert stint.export_dcp(tmp_path / "ck", tmp_path / "dcp") == 3
+    other = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 2))
+    target = {"model": other.state_dict()}
+    dcp.load(target, checkpoint_id=str(tmp_path / "dcp"), no_dist=True)
+    assert all(torch.equal(a, b) for a, b in zip(target["model"].values(), model.state_dict().values()))
+    with pytest.raises(stint.NoCheckpoint, match="no valid checkpoint of step 2"):
+        stint.load_checkpoint(tmp_path / "ck", step=2)
+    from stint.torch import export
+
+    with pytest.raises(SystemExit, match="stint: .*empty: no valid checkpoint of any step"):
+        export.main([str(tmp_path / "empty"), str(tmp_path / "out")])  # the command line: a message

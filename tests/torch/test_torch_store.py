@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stint.torch.store import SMALL_TENSOR, CheckpointStore
+from stint.torch.store import CheckpointStore
+
+SMALL_TENSOR = 1 << 16  # 64 KiB
 
 
 def _state(step: int) -> dict:
@@ -47,9 +49,9 @@ def test_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
 
 
 def _blob(store: CheckpointStore, step: int, shape: list[int]) -> dict:
-    """Where checkpoint ``step`` keeps the tensor of ``shape``: file, offset, size."""
+    """Where checkpoint ``step`` keeps (the first piece of) the tensor of ``shape``: file, offset, size."""
     (ckpt,) = [c for c in store.checkpoints() if c.step == step]
-    h = next(t["blob"] for t in ckpt.manifest["tensors"] if t["shape"] == shape)
+    (h, _, _), *_ = next(t["parts"] for t in ckpt.manifest["tensors"] if t["shape"] == shape)
     return ckpt.manifest["blobs"][h]
 
 
@@ -63,7 +65,7 @@ def test_unchanged_tensors_are_not_written_again(tmp_path):
     state["big"].fill_(2.0)  # changed in place; everything else untouched
     again = store.save(2, state)
     assert again.bytes_total == first.bytes_total
-    assert again.blobs_written == 1 and again.bytes_written == state["big"].numel() * 4
+    assert again.bytes_written == state["big"].numel() * 4
     assert _blob(store, 2, [SMALL_TENSOR])["file"] == "step-000000000001.ckpt"  # "frozen": shared
     same = store.save(3, state)  # nothing changed: only the manifest is new
     assert same.bytes_written == 0 and same.blobs_written == 0
@@ -162,11 +164,11 @@ def test_a_tensor_changed_in_place_is_written_again_and_loads_right(tmp_path):
     store.save(1, {"w": big})
     big.add_(0.0)  # bumps the version counter but not the content: written again, not shared
     again = store.save(2, {"w": big})
-    assert again.blobs_written == 1 and again.bytes_written == big.numel() * 4
+    assert again.bytes_written == big.numel() * 4
     assert _blob(store, 2, [SMALL_TENSOR])["file"] == "step-000000000002.ckpt"
     big.add_(1.0)
     third = store.save(3, {"w": big})
-    assert third.blobs_written == 1 and third.bytes_written == big.numel() * 4
+    assert third.bytes_written == big.numel() * 4
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     ckpt, state = store.load_latest()
     assert ckpt.step == 3 and torch.equal(state["w"], big)
@@ -195,3 +197,63 @@ def test_sources_must_match_the_state_tensor_for_tensor(tmp_path):
     with pytest.raises(ValueError, match="sources: 1 tensors for a state of 2"):
         CheckpointStore(tmp_path).save(1, {"a": torch.ones(2), "b": torch.ones(3)}, sources=[torch.ones(2)])
     assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def _big(step: int) -> dict:
+    """Four 256 KiB tensors and a small one, all new content at every step."""
+    return {f"t{i}": torch.full((SMALL_TENSOR,), float(10 * step + i)) for i in range(4)} | {
+        "small": torch.tensor([step]), "step": step}
+
+
+def test_every_writer_writes_a_part_keep_n_counts_checkpoints_and_any_count_loads(tmp_path):
+    from torch_helpers import write_shared
+
+    for step in range(1, 5):
+        stats = write_shared(tmp_path, step, [_big(step)] * 3, private={"rng": torch.tensor([step, 7])})
+        assert all(s.bytes_written > 0 for s in stats), stats  # each writer wrote its share
+        assert sum(s.bytes_written for s in stats) == stats[0].bytes_total
+    store = CheckpointStore(tmp_path, keep=2)
+    assert [c.step for c in store.checkpoints()] == [4, 3]  # keep=2: two full checkpoints ...
+    names = {f"step-{s:012d}{end}" for s in (3, 4) for end in (".ckpt", ".w1.part", ".w2.part")}
+    assert {p.name for p in tmp_path.iterdir()} == names  # ... and nothing else on disk
+    newest = store.checkpoints()[0]
+    assert newest.manifest["writers"] == 3
+    owners = {loc["file"] for loc in newest.manifest["blobs"].values()}
+    assert owners == {n for n in names if n.startswith("step-000000000004")}  # blobs in all three files
+    _assert_same(store.load(newest), _big(4) | {"rng": torch.tensor([4, 7])})  # one process reads all
+
+
+def test_a_writer_holding_another_state_fails_the_checkpoint_on_every_writer(tmp_path):
+    from torch_helpers import write_shared
+
+    write_shared(tmp_path, 1, [_big(1)] * 2)
+    other = _big(2) | {"t3": torch.zeros(SMALL_TENSOR + 1)}
+    results = write_shared(tmp_path, 2, [_big(2), other])
+    assert all(isinstance(r, RuntimeError) for r in results), results
+    assert "worker 1 holds another state than worker 0" in str(results[0])
+    assert [c.step for c in CheckpointStore(tmp_path).checkpoints()] == [1]
+
+
+def test_a_format_2_checkpoint_from_before_the_shared_write_still_loads(tmp_path):
+    """The one-writer layout (one blob per whole tensor, ``blob``/``offset``/``nbytes``) a job
+    wrote before upgrading: built here byte for byte as that version wrote it."""
+    import hashlib
+    import json
+    import struct
+
+    from stint.torch import codec
+
+    state = {"w": torch.arange(10.0), "n": 3}
+    skeleton, (w,) = codec.split(state)
+    raw = w.numpy().tobytes()
+    h_skel, h_w = hashlib.sha256(skeleton).hexdigest(), hashlib.sha256(raw).hexdigest()
+    name = "step-000000000005.ckpt"
+    body = {"format": 2, "step": 5, "created": 0.0, "skeleton": h_skel, "meta": {},
+            "tensors": [{"blob": h_w, "offset": 0, "nbytes": len(raw), "dtype": "torch.float32", "shape": [10]}],
+            "blobs": {h_skel: {"file": name, "offset": 0, "size": len(skeleton)},
+                      h_w: {"file": name, "offset": len(skeleton), "size": len(raw)}}}
+    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    manifest = json.dumps(body).encode()
+    (tmp_path / name).write_bytes(skeleton + raw + manifest + struct.pack("<Q8s", len(manifest), b"STINTCK2"))
+    ckpt, loaded = CheckpointStore(tmp_path).load_latest()
+    assert ckpt.step == 5 and loaded["n"] == 3 and torch.equal(loaded["w"], state["w"])

@@ -70,7 +70,7 @@ def test_env_from_the_executor_contract():
     env = read_env({"STINT_RANK": "1", "STINT_WORLD_SIZE": "2", "STINT_LOGICAL_WORLD_SIZE": "4",
                     "STINT_CKPT_DIR": "/ck", "STINT_MASTER_PORT": "1234", "STINT_JOB_ID": "j7"},
                    logical_world_size=8, ckpt_dir="/ignored")
-    assert env.logical_ranks == (2, 3) and env.logical_world_size == 4  # the environment wins
+    assert env.logical_ranks == (1, 3) and env.logical_world_size == 4  # the environment wins; round-robin
     assert str(env.ckpt_dir) == "/ck" and env.master_port == 1234 and env.job_id == "j7"
     moved = read_env({"STINT_RANK": "0", "STINT_WORLD_SIZE": "2", "STINT_LOGICAL_WORLD_SIZE": "4",
                       "STINT_LOGICAL_RANKS": "3,1"})

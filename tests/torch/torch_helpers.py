@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,3 +56,56 @@ def run_workers(script: str | Path, argv: Sequence[str], workers: int, logical: 
         time.sleep(0.01)
     launch.wait(procs, grace=2.0)
     return [p.poll() or 0 for p in procs], [o.read_text() if o.exists() else "" for o in outs]
+
+
+class ThreadPeers:
+    """stint.torch.store.Peers for writers that are threads of one process (the tests' stand-in
+    for the job's process group: the same protocol, real files)."""
+
+    def __init__(self, rank: int, size: int, barrier: threading.Barrier, slots: list) -> None:
+        self.rank, self.size, self._barrier, self._slots = rank, size, barrier, slots
+
+    @classmethod
+    def group(cls, size: int) -> list[ThreadPeers]:
+        barrier, slots = threading.Barrier(size), [None] * size
+        return [cls(r, size, barrier, slots) for r in range(size)]
+
+    def gather(self, obj):
+        self._slots[self.rank] = obj
+        self._barrier.wait()
+        out = list(self._slots) if self.rank == 0 else None
+        self._barrier.wait()
+        return out
+
+    def broadcast(self, obj):
+        if self.rank == 0:
+            self._slots[0] = obj
+        self._barrier.wait()
+        out = self._slots[0]
+        self._barrier.wait()
+        return out
+
+
+def write_shared(root: Path, step: int, states: Sequence[dict], private: dict | None = None,
+                 keep: int = 2) -> list:
+    """Write checkpoint ``step`` by len(states) writer threads (writer w cuts states[w]; writer 0
+    adds ``private``); each thread's SaveStats, or the exception it raised."""
+    from stint.torch.store import CheckpointStore
+
+    peers = ThreadPeers.group(len(states))
+    results: list = [None] * len(states)
+
+    def run(w: int) -> None:
+        store = CheckpointStore(root, keep=keep)
+        try:
+            cut = store.cut(states[w], private if w == 0 else None, writers=len(states))
+            results[w] = store.write(step, cut, {"step": step}, peers[w])
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            results[w] = e
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(len(states))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results

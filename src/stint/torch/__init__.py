@@ -13,6 +13,7 @@ if os.environ.get("STINT_CKPT_DIR"):
     signals.arm()
 
 from stint.torch.env import JobEnv, JobEnvError, read_env
+from stint.torch.export import NoCheckpoint, export_dcp, load_checkpoint
 from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval, daly_interval, young_interval
 from stint.torch.job import PREEMPTED_EXIT_CODE, Job, init
@@ -31,11 +32,14 @@ __all__ = [
     "JobEnv",
     "JobEnvError",
     "Loader",
+    "NoCheckpoint",
     "Sampler",
     "SaveStats",
     "StepBatch",
     "daly_interval",
+    "export_dcp",
     "init",
+    "load_checkpoint",
     "read_env",
     "young_interval",
 ]

@@ -64,6 +64,35 @@ def join(skeleton: bytes, tensors: list[torch.Tensor]) -> Any:
     return _Unpickler(io.BytesIO(skeleton), tensors).load()
 
 
+@dataclass(frozen=True)
+class Split:
+    """:func:`split_pair`'s result: one skeleton for two objects, and where the first one ends."""
+
+    skeleton: bytes
+    tensors: list[torch.Tensor]
+    first_tensors: int  # tensors[:first_tensors] are the first object's
+    first_bytes: int  # skeleton[:first_bytes] is the first object's pickle
+
+
+def split_pair(first: Any, second: Any) -> Split:
+    """Pickle ``first`` then ``second`` into one skeleton (one memo: ``second`` may refer to what
+    ``first`` holds). ``first``'s part of the skeleton and its tensors do not depend on ``second``."""
+    tensors: list[torch.Tensor] = []
+    buf = io.BytesIO()
+    pickler = _Pickler(buf, tensors)
+    pickler.dump(first)
+    count, mark = len(tensors), buf.tell()
+    pickler.dump(second)
+    return Split(buf.getvalue(), tensors, count, mark)
+
+
+def join_pair(skeleton: bytes, tensors: list[torch.Tensor]) -> tuple[Any, Any]:
+    """Inverse of :func:`split_pair`."""
+    unpickler = _Unpickler(io.BytesIO(skeleton), tensors)
+    first = unpickler.load()
+    return first, unpickler.load()
+
+
 def tensor_bytes(t: torch.Tensor) -> memoryview:
     """The raw bytes of ``t`` (moved to CPU, made contiguous), without a copy when possible."""
     if t.is_sparse or t.is_quantized:

@@ -4,7 +4,8 @@ The contract (docs/torch-sdk.md): ``STINT_JOB_ID``, ``STINT_RANK``, ``STINT_WORL
 workers), ``STINT_LOGICAL_WORLD_SIZE`` (L logical ranks, P divides L), ``STINT_CKPT_DIR``,
 ``STINT_MASTER_ADDR``, ``STINT_MASTER_PORT``, optional ``STINT_STATUS_FILE`` and
 ``STINT_STOP_FILE`` (a stop request when it exists), and the optional extension
-``STINT_LOGICAL_RANKS`` (the logical ranks this worker hosts, e.g. ``"2,3"``).
+``STINT_LOGICAL_RANKS`` (the logical ranks this worker hosts, e.g. ``"2,3"``; by default
+``rank, rank + P, ...``).
 Without them a script runs as one worker hosting every logical rank (P = 1).
 """
 
@@ -53,11 +54,17 @@ def _int(env: Mapping[str, str], name: str, default: int | None) -> int:
         raise JobEnvError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
+def round_robin(rank: int, world_size: int, logical_world_size: int) -> tuple[int, ...]:
+    """The logical ranks worker ``rank`` hosts by default: ``rank, rank + P, rank + 2P, ...``, so
+    that the i-th micro-batches of all workers are consecutive ranks (stint.torch.exchange folds
+    them in rank order as they come, with no side buffer)."""
+    return tuple(range(rank, logical_world_size, world_size))
+
+
 def _logical_ranks(env: Mapping[str, str], rank: int, p: int, lws: int) -> tuple[int, ...]:
     raw = env.get("STINT_LOGICAL_RANKS", "")
     if not raw:
-        k = lws // p
-        return tuple(range(rank * k, (rank + 1) * k))
+        return round_robin(rank, p, lws)
     try:
         ranks = tuple(int(x) for x in raw.split(","))
     except ValueError:

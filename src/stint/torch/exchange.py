@@ -1,23 +1,24 @@
 """Gradient exchange that keeps the math of L logical ranks whatever the number P of workers.
 
-The L logical ranks' gradients are summed along one fixed binary tree over the logical ranks
-(``split``: the left part is the largest power of two below the width), then divided by L. Every
-worker adds the gradients of its own ranks as they come (a subtree is folded as soon as its last
-leaf arrives, so a worker hosting an aligned block keeps O(log(L/P)) flat gradients, one when
-P = L or P = 1), and only the resulting subtree sums travel. Elementwise sums along the same tree
-give the same bits for every P and every placement: the result is bitwise independent of how
-many workers host the logical ranks (the framework-level analogue of Singularity's replica
-splicing).
+The mean over the L logical ranks' gradients is one left fold in logical-rank order,
+``((g0 + g1) + g2) + ...``, divided by L. Elementwise additions in one fixed order give the same
+bits for every P and every placement: the result is bitwise independent of how many workers host
+the logical ranks (the framework-level analogue of Singularity's replica splicing).
 
-Two ways to bring the subtree sums together, chosen by size (both give the same bits):
+The fold runs in place in one accumulation buffer, so memory does not grow with L:
 
-- *sharded* (large models): an ``all_to_all`` sends shard j of every subtree sum to worker j,
-  which finishes the tree on its shard; an all-gather of the finished shards (a second
-  ``all_to_all``, of P copies: gloo's allgather is slower) gives everyone the mean. Traffic is that
-  of one reduce-scatter plus one all-gather, i.e. of one ring all-reduce; the buffers are kept
-  across steps (no allocation per step).
+- one worker (P = 1): each micro-batch's gradients are added into the buffer as they come;
+- *sharded* (large models): worker w hosts logical ranks ``w, w + P, w + 2P, ...`` by default, so
+  the ranks of one time slice (the i-th micro-batch of every worker) are consecutive. After each
+  slice an ``all_to_all`` sends shard j of every worker's gradients to worker j, which adds them
+  in rank order into its one shard-sized accumulator (a reduce-scatter in a fixed order); after
+  the last slice an all-gather of the finished shards (an ``all_to_all`` of P copies: gloo's
+  allgather is slower) gives everyone the mean. With L = P that is the traffic of one ring
+  all-reduce; every further slice adds one reduce-scatter's worth. A rank that arrives before its
+  predecessors (a placement other than the default, ``STINT_LOGICAL_RANKS``) waits in a side
+  buffer until they are folded: the same bits, more memory;
 - *gathered* (small models, where a collective's latency dominates): one ``all_gather`` of every
-  worker's subtree sums, and every worker finishes the whole tree.
+  worker's micro-batch gradients, and every worker folds all L of them.
 
 The job's control flags and the has-gradient mask ride in a small header of the last collective:
 one exchange per step carries both the gradients and the stop/checkpoint agreement (Singularity's
@@ -37,51 +38,44 @@ CHECKPOINT = 2  # rank 0's interval policy says a periodic checkpoint is due
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 SHARDED_MIN_BYTES = 1 << 18  # gradients from 256 KiB: the sharded path (benchmarks/RESULTS.md)
 
-Segment = tuple[int, int]  # logical ranks [lo, hi)
 
+class Fold:
+    """The left fold of flat values in logical-rank order into ``acc``, whatever order they come in."""
 
-def split(lo: int, hi: int) -> int:
-    """Where the tree splits [lo, hi): after the largest power of two below its width."""
-    width = hi - lo
-    return lo + (1 << ((width - 1).bit_length() - 1))
+    def __init__(self, acc: torch.Tensor) -> None:
+        self.acc, self.next = acc, 0
+        self._early: dict[int, torch.Tensor] = {}  # ranks that came before their predecessors
 
+    def offer(self, rank: int, value: torch.Tensor) -> None:
+        """Fold ``value`` in as logical rank ``rank``'s (kept aside, copied, until its turn)."""
+        if rank != self.next:
+            self._early[rank] = value.clone()
+            return
+        self.add(0, self.acc.numel(), value)
+        self.advance()
 
-def parents(logical_world_size: int) -> dict[Segment, Segment]:
-    """Each non-root node of the tree over [0, L) and its parent."""
-    out: dict[Segment, Segment] = {}
-    todo = [(0, logical_world_size)]
-    while todo:
-        lo, hi = todo.pop()
-        if hi - lo > 1:
-            mid = split(lo, hi)
-            out[(lo, mid)] = out[(mid, hi)] = (lo, hi)
-            todo += [(lo, mid), (mid, hi)]
-    return out
+    def add(self, at: int, numel: int, value: torch.Tensor | None) -> None:
+        """The next rank's values for ``acc[at : at + numel]`` (None: zeros). Call
+        :meth:`advance` once the rank's values are all in."""
+        target = self.acc[at : at + numel]
+        if value is None and self.next == 0:
+            target.zero_()
+        elif value is None:
+            target.add_(0.0)  # -0.0 + 0.0 is +0.0: the bits a zero-filled row gives elsewhere
+        elif self.next == 0:
+            target.copy_(value)
+        else:
+            target.add_(value)
 
+    def advance(self) -> None:
+        """The next rank is folded in; fold the ranks that were waiting for it."""
+        self.next += 1
+        while self.next in self._early:
+            self.add(0, self.acc.numel(), self._early.pop(self.next))
+            self.next += 1
 
-def cover(ranks: Sequence[int], logical_world_size: int) -> list[Segment]:
-    """The maximal subtrees a worker hosting ``ranks`` completes on its own, in logical order."""
-    up = parents(logical_world_size)
-    done: set[Segment] = set()
-    for r in ranks:
-        seg = (r, r + 1)
-        while seg in up:
-            lo, hi = up[seg]
-            sibling = (split(lo, hi), hi) if seg[0] == lo else (lo, split(lo, hi))
-            if sibling not in done:
-                break
-            done.remove(sibling)
-            seg = (lo, hi)
-        done.add(seg)
-    return sorted(done)
-
-
-def finish(values: dict[Segment, torch.Tensor], lo: int, hi: int) -> torch.Tensor:
-    """The tree's sum over [lo, hi) from subtree sums that cover it (reads ``values`` only)."""
-    if (lo, hi) in values:
-        return values[(lo, hi)]
-    mid = split(lo, hi)
-    return finish(values, lo, mid) + finish(values, mid, hi)
+    def complete(self, logical_world_size: int) -> bool:
+        return self.next == logical_world_size and not self._early
 
 
 class Exchange:
@@ -94,24 +88,26 @@ class Exchange:
             raise TypeError(f"stint: parameters of one dtype are required for exact reduction, got {dtypes}")
         self.params = list(params)
         self.placement = [tuple(r) for r in placement]  # placement[p] = logical ranks worker p hosts
+        if len({len(r) for r in self.placement}) != 1:
+            raise ValueError(f"stint: every worker must host as many logical ranks, got {self.placement}")
         self.world_size = len(self.placement)
         self.logical_world_size = sum(len(r) for r in self.placement)
         self.n = sum(p.numel() for p in self.params)
         self.dtype = dtypes.pop() if dtypes else torch.float32
         self.device = self.params[0].device if self.params else torch.device("cpu")
-        self.covers = [cover(r, self.logical_world_size) for r in self.placement]
-        self._up = parents(self.logical_world_size)
         nbytes = self.n * torch.empty(0, dtype=self.dtype).element_size()
         self.sharded = (nbytes >= SHARDED_MIN_BYTES) if sharded is None else sharded
         self.sharded = self.sharded and self.world_size > 1
         self.shard = -(-self.n // self.world_size) if self.sharded else self.n  # ceil(n / P)
-        self._done: dict[Segment, torch.Tensor] = {}
         self._mask = [False] * len(self.params)
-        self._free: list[torch.Tensor] = []  # flat buffers (width ``_buffer``) kept across steps
-        self._spare: list[torch.Tensor] = []  # shard-sized scratch for finishing the tree
-        self._recv: torch.Tensor | None = None
-        self._send: torch.Tensor | None = None
+        self._free: list[torch.Tensor] = []  # flat buffers (width ``_width()``) kept across steps
         self._handed: torch.Tensor | None = None  # the buffer the last step's gradients view
+        self._flat: torch.Tensor | None = None  # this step's: the send buffer, or the fold (P = 1)
+        self._fold: Fold | None = None
+        self._slot = 0
+        self._recv: torch.Tensor | None = None  # sharded: one slice's shards from every worker
+        self._acc: torch.Tensor | None = None  # sharded: this worker's shard of the sum
+        self._rows: torch.Tensor | None = None  # gathered: this worker's micro-batches' gradients
 
     def start_step(self, reuse: bool) -> None:
         """A micro-batch loop begins. ``reuse``: the last step's gradients are no parameter's
@@ -120,17 +116,63 @@ class Exchange:
         if reuse and self._handed is not None and self._handed.numel() == self._width():
             self._free.append(self._handed)
         self._handed = None
+        self._slot = 0
+        self._flat = self._free.pop() if self._free else self._empty(self._width())
+        if self.world_size == 1:
+            self._fold = Fold(self._flat)
+        elif self.sharded:
+            if self._acc is None:  # kept across steps, like DDP's buckets
+                self._acc, self._recv = self._empty(self.shard), self._empty(self._width())
+            self._fold = Fold(self._acc)
+        elif self._rows is None:
+            self._rows = self._empty(len(self.placement[0]) * (self.n + len(self.params) + 1))
+
+    def _empty(self, numel: int) -> torch.Tensor:
+        return torch.empty(numel, dtype=self.dtype, device=self.device)
 
     def _width(self) -> int:
         return self.shard * self.world_size if self.sharded else self.n
 
-    def _buffer(self) -> torch.Tensor:
-        return self._free.pop() if self._free else torch.empty(self._width(), dtype=self.dtype, device=self.device)
-
     def take(self, logical_rank: int) -> None:
         """Fold the live gradients (of logical rank ``logical_rank``'s micro-batch) in; clear them."""
-        flat, offset = self._buffer(), 0
+        if self._flat is None:
+            raise RuntimeError("stint: Exchange.take before start_step")
+        if self.world_size == 1:
+            self._take_local(logical_rank)
+        elif self.sharded:
+            assert self._recv is not None and self._fold is not None
+            self._flatten(self._flat)
+            dist.all_to_all_single(self._recv, self._flat)  # shard j of every worker's to worker j
+            rows = self._recv.view(self.world_size, self.shard)
+            for w, ranks in enumerate(self.placement):
+                self._fold.offer(ranks[self._slot], rows[w])
+        else:
+            assert self._rows is not None
+            width = self.n + len(self.params) + 1
+            self._flatten(self._rows[self._slot * width : self._slot * width + self.n])
+        self._slot += 1
+
+    def _take_local(self, logical_rank: int) -> None:
+        """One worker hosts every rank: each parameter's gradient is added into the fold directly."""
+        fold = self._fold
+        assert fold is not None
+        if logical_rank != fold.next:  # only with a placement other than the default
+            fold.offer(logical_rank, self._flatten(self._empty(self.n)))
+            return
+        offset = 0
+        for i, p in enumerate(self.params):
+            numel = p.numel()
+            fold.add(offset, numel, None if p.grad is None else p.grad.reshape(-1))
+            if p.grad is not None:
+                self._mask[i] = True
+                p.grad = None
+            offset += numel
+        fold.advance()
+
+    def _flatten(self, flat: torch.Tensor) -> torch.Tensor:
+        """Copy the live gradients into ``flat`` (zeros where none, and in the padding); clear them."""
         flat[self.n :].zero_()
+        offset = 0
         for i, p in enumerate(self.params):
             numel = p.numel()
             if p.grad is None:
@@ -140,34 +182,25 @@ class Exchange:
                 self._mask[i] = True
                 p.grad = None
             offset += numel
-        seg = (logical_rank, logical_rank + 1)
-        while seg in self._up:  # fold every subtree this leaf completes
-            lo, hi = self._up[seg]
-            mid = split(lo, hi)
-            sibling = (mid, hi) if seg[0] == lo else (lo, mid)
-            if sibling not in self._done:
-                break
-            other = self._done.pop(sibling)
-            left, right = (flat, other) if seg[0] == lo else (other, flat)
-            flat = left.add_(right)  # left + right: the same elementwise sum on every worker
-            self._free.append(right)
-            seg = (lo, hi)
-        self._done[seg] = flat
+        return flat
 
     def reduce(self, flags: int) -> int:
         """Set every parameter's gradient to the mean over logical ranks; return the agreed flags."""
-        local = dict(sorted(self._done.items()))
-        self._done = {}
         header = torch.tensor([*map(float, self._mask), float(flags)], dtype=self.dtype, device=self.device)
         self._mask = [False] * len(self.params)
+        total = self._flat
+        assert total is not None
         if self.world_size == 1:
-            total, headers = local[(0, self.logical_world_size)], header[None]
+            headers = header[None]
         elif self.sharded:
-            total, headers = self._reduce_sharded(local, header)
+            headers = self._gather_shards(total, header)
         else:
-            total, headers = self._reduce_gathered(local, header)
-        self._handed = total
-        total = total[: self.n].div_(self.logical_world_size)
+            headers = self._fold_gathered(total, header)
+        if self._fold is not None and not self._fold.complete(self.logical_world_size):
+            raise RuntimeError(f"stint: the exchange folded {self._fold.next} of {self.logical_world_size} "
+                               "logical ranks' gradients (a micro-batch was not taken)")
+        self._handed, self._flat, self._fold = total, None, None
+        total = total[: self.n] if self.sharded else total[: self.n].div_(self.logical_world_size)
         has_grad = headers[:, :-1].amax(dim=0).tolist()
         offset = 0
         for i, p in enumerate(self.params):
@@ -179,73 +212,29 @@ class Exchange:
             agreed |= int(value)
         return agreed
 
-    def _reduce_gathered(self, local: dict[Segment, torch.Tensor],
-                         header: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = max(len(c) for c in self.covers)
-        width = self.n + header.numel()
-        mine = torch.zeros(rows, width, dtype=self.dtype, device=self.device)
-        for j, value in enumerate(local.values()):
-            mine[j, : self.n] = value
-        mine[0, self.n :] = header
-        self._free += list(local.values())
-        out = gather(mine, self.world_size).view(self.world_size * rows, width)
-        values = {seg: out[w * rows + j, : self.n] for w, c in enumerate(self.covers) for j, seg in enumerate(c)}
-        total = finish(values, 0, self.logical_world_size).clone()
-        return total, out[0 :: rows, self.n :]
-
-    def _reduce_sharded(self, local: dict[Segment, torch.Tensor],
-                        header: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        p, s = self.world_size, self.shard
-        mine = list(local.values())
-        if len(mine) == 1:
-            send = mine[0]
-        else:  # [node, worker, shard] -> [worker, node, shard]
-            send = torch.stack([m.view(p, s) for m in mine], dim=1).reshape(-1)
-        if self._recv is None:  # kept across steps, like DDP's buckets
-            self._recv = torch.empty(sum(len(c) for c in self.covers) * s, dtype=self.dtype, device=self.device)
-            self._send = torch.empty(p, s, dtype=self.dtype, device=self.device)
-        recv, send2 = self._recv, self._send
-        assert send2 is not None
-        if len({len(c) for c in self.covers}) == 1:  # even splits: gloo's faster alltoall
-            dist.all_to_all_single(recv, send)
-        else:
-            dist.all_to_all_single(recv, send, output_split_sizes=[len(c) * s for c in self.covers],
-                                   input_split_sizes=[len(mine) * s] * p)
-        self._free += mine
-        parts = recv.view(-1, s)
-        values, k = {}, 0
-        for c in self.covers:
-            for seg in c:
-                values[seg] = parts[k]
-                k += 1
-        finish_into(values, 0, self.logical_world_size, send2[0], self._spare)
-        send2[1:] = send2[0]
+    def _gather_shards(self, total: torch.Tensor, header: torch.Tensor) -> torch.Tensor:
+        """Everyone's finished shard into ``total`` (the send buffer, free now); the headers."""
+        assert self._recv is not None and self._acc is not None
+        copies = self._recv.view(self.world_size, self.shard)  # free too: the last slice is folded
+        copies[:] = self._acc.div_(self.logical_world_size)  # the mean on the shard: 1/P of the divisions
         # The all-gather as an all_to_all of P copies of the shard: on gloo 3x faster than its
         # allgather at 200 MB (benchmarks/RESULTS.md), the same bytes on the wire.
-        total = self._buffer()
-        dist.all_to_all_single(total, send2.view(-1))
-        return total, gather(header, p)  # the small header on its own: no copy of the gradients
+        dist.all_to_all_single(total, self._recv)
+        return gather(header, self.world_size)  # the small header on its own: no copy of the gradients
 
-
-def finish_into(values: dict[Segment, torch.Tensor], lo: int, hi: int, out: torch.Tensor,
-                spare: list[torch.Tensor]) -> None:
-    """:func:`finish` written into ``out``, with scratch from ``spare`` (returned there after)."""
-    if (lo, hi) in values:
-        out.copy_(values[(lo, hi)])
-        return
-    mid = split(lo, hi)
-    left = values.get((lo, mid))
-    if left is None:
-        finish_into(values, lo, mid, out, spare)
-        left = out
-    right, scratch = values.get((mid, hi)), None
-    if right is None:
-        scratch = spare.pop() if spare else torch.empty_like(out)
-        finish_into(values, mid, hi, scratch, spare)
-        right = scratch
-    torch.add(left, right, out=out)  # left + right, elementwise: the bits of finish()
-    if scratch is not None:
-        spare.append(scratch)
+    def _fold_gathered(self, total: torch.Tensor, header: torch.Tensor) -> torch.Tensor:
+        """Every worker's micro-batches' gradients (one all_gather), folded in rank order into ``total``."""
+        assert self._rows is not None
+        slots, width = len(self.placement[0]), self.n + len(self.params) + 1
+        rows = self._rows.view(slots, width)
+        rows[0, self.n :] = header
+        out = gather(rows, self.world_size)  # [worker, slot, width]
+        where = {lr: (w, s) for w, ranks in enumerate(self.placement) for s, lr in enumerate(ranks)}
+        fold = Fold(total)
+        for lr in range(self.logical_world_size):
+            w, s = where[lr]
+            fold.offer(lr, out[w, s, : self.n])
+        return out[:, 0, self.n :]
 
 
 def gather(mine: torch.Tensor, world_size: int) -> torch.Tensor:

@@ -36,12 +36,13 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import TCPStore
 
-from stint.torch import codec, guards, rng, signals
+from stint.torch import guards, rng, signals
 from stint.torch.env import JobEnv, JobEnvError, read_env
 from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree, gather
 from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval
 from stint.torch.loader import Loader, StepBatch
+from stint.torch.peers import GroupPeers
 from stint.torch.sampler import Sampler
 from stint.torch.store import CheckpointStore, SaveStats
 
@@ -91,7 +92,8 @@ class Job:
         self.checkpoint_stall: float | None = None  # seconds the last checkpoint blocked training
         self.background = background
         self._in_flight: threading.Thread | None = None
-        self._staging: list[torch.Tensor] = []  # the last background snapshot's tensors, reused
+        self._staging: dict[int, torch.Tensor] = {}  # the last background snapshot's items, reused
+        self._peers: GroupPeers | None = None  # the workers sharing each checkpoint's write
         self._write_error: BaseException | None = None
         self.checkpoint_step: int | None = None
         self._clock = clock
@@ -197,8 +199,7 @@ class Job:
         """Yield each logical rank this worker hosts; run one micro-batch (forward+backward) per rank.
 
         When the loop ends, every parameter's ``.grad`` is the mean of the L logical ranks'
-        gradients, summed along a fixed tree over the logical ranks (bitwise independent of the
-        number of workers); gradients that were there before the loop (accumulation across
+        gradients, summed in logical-rank order (bitwise independent of the number of workers); gradients that were there before the loop (accumulation across
         steps) are kept and the mean added to them.
         """
         return self.micro_batches(list(self.env.logical_ranks))
@@ -429,9 +430,11 @@ class Job:
     def _checkpoint(self, background: bool = False) -> None:
         """Write one checkpoint for the whole job at the current boundary (all workers call this).
 
-        ``background`` (periodic checkpoints): rank 0 snapshots the state to memory and writes it
-        on a thread while training goes on (CheckFreq's snapshot/persist split); at most one
-        write is in flight, and the next checkpoint, the stop and the exit wait for it.
+        Every worker writes its share of the state (stint.torch.store: items dealt by bytes);
+        worker 0 commits the checkpoint once all shares are durable. ``background`` (periodic
+        checkpoints): each worker snapshots its share to memory and writes it on a thread while
+        training goes on (CheckFreq's snapshot/persist split); at most one write is in flight,
+        and the next checkpoint, the stop and the exit wait for it.
         """
         if self.store is None or self.checkpoint_step == self.step:
             return
@@ -441,17 +444,7 @@ class Job:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
             dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)
             rngs = {lr: s for part in parts for lr, s in part.items()} if self.env.rank == 0 else {}
-        outcome: list[Any] = [("ok", None)]
-        if self.env.rank == 0:
-            try:
-                self._write(rngs, background)
-            except BaseException as e:
-                self._broadcast([("error", f"{type(e).__name__}: {e}")])
-                raise
-        self._broadcast(outcome)
-        status, value = outcome[0]
-        if status != "ok":
-            raise RuntimeError(f"stint: rank 0 failed to write the checkpoint of step {self.step}: {value}")
+        self._write(rngs, background)
         cost = self._clock() - t0  # what the job was blocked for: Daly's C
         self.checkpoint_stall = cost
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
@@ -460,16 +453,14 @@ class Job:
         self._write_status("running", force=True)
 
     def _write(self, rngs: dict[int, Any], background: bool) -> None:
-        """Rank 0: save the job's state (after any write still in flight)."""
+        """This worker's share of the job's state (after any write still in flight)."""
         assert self.store is not None
         self._wait_for_write()
-        state: dict[str, Any] = {
-            "tracked": {name: obj.state_dict() for name, obj in self.tracked.items()},
-            "counters": self.counters,
-            "rng": rngs,
-        }
+        state: dict[str, Any] = {"tracked": {name: obj.state_dict() for name, obj in self.tracked.items()}}
         if self._grads_pending:  # accumulation across steps: the gradients are part of the state
             state["grads"] = [p.grad for p in self._params]
+        # What worker 0 alone holds (the user's counters, every logical rank's RNG state).
+        private = {"counters": self.counters, "rng": rngs} if self.is_main else None
         meta = {
             "job_id": self.env.job_id,
             "logical_world_size": self.env.logical_world_size,
@@ -477,33 +468,23 @@ class Job:
             "settings": guards.settings(),
             "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
         }
+        cut = self.store.cut(state, private, writers=self.env.world_size)
+        store, step, peers = self.store, self.step, self._peers
         if not background:
-            self.last_save = self.store.save(self.step, state, meta)
+            self.last_save = store.write(step, cut, meta, peers)
             return
-        skeleton, tensors = codec.split(state)  # a private copy: training mutates the originals
-        snapshot = codec.join(skeleton, self._stage(tensors))
-        store, step = self.store, self.step
+        # A private copy of this worker's share: training mutates the originals. The copies go
+        # into the buffers of the last snapshot (its write is done by now): a memcpy, no page faults.
+        snapshot = cut.staged(self.env.rank, self._staging)
 
         def persist() -> None:
-            try:  # the originals tell the store what changed (frozen layers are not rewritten)
-                self.last_save = store.save(step, snapshot, meta, sources=tensors)
+            try:  # the cut's keys, from the originals, tell what changed (frozen layers are not rewritten)
+                self.last_save = store.write(step, snapshot, meta, peers)
             except Exception as e:  # noqa: BLE001 - re-raised by _wait_for_write on the training thread
                 self._write_error = e
 
         self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
         self._in_flight.start()
-
-    def _stage(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Copies of ``tensors`` for a background write, in buffers kept from the last snapshot
-        where shapes match (the last write is done by now): a memcpy, no fresh pages to fault in."""
-        staged = []
-        for i, t in enumerate(tensors):
-            old = self._staging[i] if i < len(self._staging) else None
-            fits = (old is not None and old.shape == t.shape and old.dtype == t.dtype
-                    and old.device == t.device)
-            staged.append(old.copy_(t.detach()) if fits and old is not None else t.detach().clone())
-        self._staging = staged
-        return staged
 
     def _wait_for_write(self) -> None:
         if self._in_flight is not None:
@@ -512,10 +493,6 @@ class Job:
         if self._write_error is not None:
             error, self._write_error = self._write_error, None
             raise RuntimeError(f"stint: a background checkpoint write failed: {error}") from error
-
-    def _broadcast(self, objs: list[Any]) -> None:
-        if self.env.world_size > 1:
-            dist.broadcast_object_list(objs, src=0)
 
     def _resume(self) -> None:
         found = self.store.load_latest(report=self.is_main) if self.store else None
@@ -568,6 +545,8 @@ class Job:
         gathered: list[Any] = [None] * env.world_size
         dist.all_gather_object(gathered, (env.logical_ranks, guards.settings()))
         self.placement = [tuple(r) for r, _ in gathered]
+        if self.store is not None:
+            self._peers = GroupPeers(env.rank, env.world_size, timeout)
         if sorted(lr for r in self.placement for lr in r) != list(range(env.logical_world_size)):
             raise JobEnvError(f"job {env.job_id}: workers' logical ranks {self.placement} do not cover 0..L-1 once")
         for w, (_, theirs) in enumerate(gathered):
@@ -603,6 +582,9 @@ class Job:
         guards.observe(None)
         signals.disarm()
         signals.reset()
+        if self._peers is not None:
+            self._peers.close()
+            self._peers = None
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False

@@ -1,17 +1,29 @@
-"""A job's checkpoint directory: one self-describing file per checkpoint, deduplicated by content.
+"""A job's checkpoint directory: checkpoints written by every worker, deduplicated by content.
 
 Layout of ``root`` (``STINT_CKPT_DIR``)::
 
-    step-000000000120.ckpt   one checkpoint: the bytes of every blob new in it, back to back, then
-                             its manifest (JSON: skeleton, tensor table, where each blob lives, meta,
-                             a checksum of itself), then a footer (manifest length, magic)
-    .tmp-step-...            a checkpoint being written
+    step-000000000120.ckpt      one checkpoint, written by worker 0: the bytes of its share of the
+                                blobs new in it, back to back, then the manifest (JSON: skeleton,
+                                tensor table, where each blob lives, meta, a checksum of itself),
+                                then a footer (manifest length, magic)
+    step-000000000120.w1.part   worker 1's share of the new blobs (no manifest: only blobs)
+    .tmp-step-...               a file being written
 
-A checkpoint is written to a temp file, fsynced once, renamed into place and the directory
-fsynced: it exists only once renamed, so a writer killed at any instant leaves either the old set
-of checkpoints or the old set plus one complete new one. One file and one fsync per checkpoint
-is what the disk's own sequential write costs too; a file per blob plus a manifest cost up to
-half the throughput of a 10 MB checkpoint in fixed per-file costs.
+Sharing the write. The state is cut into items by a rule that does not depend on the number of
+workers P (:meth:`CheckpointStore.cut`): items of about 1/64 of the state's bytes (at least
+4 KiB, at most ``PIECE``); a tensor larger than that is cut into equal pieces of one to two
+times that size, smaller ones are packed together. The items are dealt out in
+order, by bytes, into P contiguous ranges: worker w hashes and writes range w (the state is
+replicated, so every worker holds every item; the skeleton and what worker 0 alone holds, such as
+the RNG states of every logical rank, are worker 0's). A worker writes its items to a temp file,
+fsyncs it, renames it into place and fsyncs the directory, then reports its items' hashes and
+places to worker 0, which then (all parts durable) writes the manifest into its own file, fsyncs,
+renames it into place and fsyncs the directory: a checkpoint exists only once its manifest is
+renamed, so a writer killed at any instant leaves either the old set of checkpoints or the old
+set plus one complete new one (part files no manifest names are deleted by the next prune).
+Which worker wrote a blob is only a file name in the manifest: a checkpoint written by P workers
+loads on any number. With P = 1 a checkpoint is one file and one fsync, what the disk's own
+sequential write costs too.
 
 Blobs are named by their SHA-256 (Singularity's per-buffer checksums): a blob an older checkpoint
 already holds (frozen layers, constant buffers, tensors shared across logical ranks) is not written
@@ -21,6 +33,7 @@ blob's hash, so even bit rot is caught: a corrupt checkpoint is skipped for the 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -30,25 +43,44 @@ import sys
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from stint.torch import codec
 
-FORMAT = 2
-SMALL_TENSOR = 1 << 16  # tensors below 64 KiB are packed into one blob: fewer hashes, same dedup
+FORMAT = 3  # 3: tensors in pieces, blobs in several files; 2 (one file, whole tensors) still loads
+READS = (2, 3)
+PIECE = 8 << 20  # the most bytes in one item: large tensors are cut into pieces of this size
+ITEMS = 64  # a state is cut into about this many items at least (unless below MIN_ITEM each)
+MIN_ITEM = 4 << 10
 MAGIC = b"STINTCK2"
 HOLDER = b"STINTBH2"  # the footer of a file pruned from the checkpoints but kept for blobs it holds
 _FOOTER = struct.Struct("<Q8s")  # manifest length, magic
 _GLOB = "step-*.ckpt"
+_FILES = "step-*"  # checkpoints and part files
 _CHUNK = 8 << 20  # bytes per write: the device starts on each chunk while the next is copied
+
+Member = tuple[int, int, int, int]  # tensor index, offset in the item, bytes, offset in the tensor
 
 
 class CorruptCheckpoint(Exception):
     """A checkpoint's manifest or blobs do not match their checksums."""
+
+
+class Peers(Protocol):
+    """How the workers that write one checkpoint together talk (a process group of their own)."""
+
+    rank: int
+    size: int
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        """Every worker's ``obj`` on worker 0 (in rank order); None elsewhere."""
+
+    def broadcast(self, obj: Any) -> Any:
+        """Worker 0's ``obj`` on every worker."""
 
 
 @dataclass(frozen=True)
@@ -65,13 +97,14 @@ class Checkpoint:
 
     @property
     def files(self) -> set[str]:
-        """Names of the checkpoint files this one reads blobs from (its own included)."""
+        """Names of the files this checkpoint reads blobs from (its own and part files included)."""
         return {loc["file"] for loc in self.manifest["blobs"].values()} | {self.path.name}
 
 
 @dataclass(frozen=True)
 class SaveStats:
-    """What one save cost: sizes before and after deduplication, and wall time."""
+    """What one save cost this worker: sizes before and after deduplication, and wall time.
+    ``bytes_total``/``blobs_total``: the whole checkpoint's; ``*_written``: this worker's writes."""
 
     step: int
     bytes_total: int
@@ -79,6 +112,64 @@ class SaveStats:
     blobs_total: int
     blobs_written: int
     seconds: float
+
+
+@dataclass
+class Item:
+    """One blob-to-be: bytes of one tensor's piece, or of several small tensors packed."""
+
+    data: memoryview | bytes
+    members: list[Member]
+    key: tuple[Any, ...]  # where the source lives and its version: equal keys suggest equal bytes
+    writer: int
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A state cut into items, each dealt to its writer: the same on every worker (but worker 0's
+    skeleton and private tensors). ``items[0]`` is the skeleton."""
+
+    items: list[Item]
+    tensors: list[tuple[str, tuple[int, ...]]]  # dtype and shape of each tensor, in skeleton order
+    writers: int
+    signature: str  # of the replicated part: workers whose signatures differ hold different states
+
+    def mine(self, writer: int) -> list[int]:
+        return [n for n, item in enumerate(self.items) if item.writer == writer]
+
+    def staged(self, writer: int, buffers: dict[int, torch.Tensor]) -> Cut:
+        """A copy of this cut whose items of ``writer`` hold copies of their bytes (a snapshot that
+        training may run on from), in ``buffers`` (kept by the caller from the last snapshot)."""
+        items = list(self.items)
+        for n in self.mine(writer):
+            item = items[n]
+            if not item.members:
+                continue  # the skeleton: bytes, a copy already
+            src = torch.frombuffer(item.data, dtype=torch.uint8) if len(item.data) else torch.empty(0, dtype=torch.uint8)
+            old = buffers.get(n)
+            dst = old if old is not None and old.numel() == src.numel() else torch.empty_like(src)
+            dst.copy_(src)
+            buffers[n] = dst
+            items[n] = Item(dst.numpy().data if dst.numel() else memoryview(b""), item.members, item.key,
+                            item.writer)
+        return Cut(items, self.tensors, self.writers, self.signature)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """What one worker wrote: its items' hashes, where the new blobs are, what it cost."""
+
+    writer: int
+    signature: str
+    hashes: dict[int, str]  # item -> hash
+    blobs: dict[str, dict[str, Any]]  # hash -> file, offset, size
+    bytes_written: int
+    blobs_written: int
+
+
+def _sync_close(fd: int) -> None:
+    os.fsync(fd)
+    os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -106,22 +197,12 @@ def _punch(fd: int, offset: int, length: int) -> bool:
     return int(fallocate(fd, _PUNCH_HOLE, offset, length)) == 0
 
 
-def _sha256(data: memoryview | bytearray) -> str:
+def _sha256(data: memoryview | bytearray | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def _checksum(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class _Written:
-    """What :meth:`CheckpointStore._write_blobs` stored: the manifest's parts and the items appended."""
-
-    skeleton: str
-    blobs: dict[str, Any]
-    metas: list[codec.TensorMeta]
-    appended: list[int]
 
 
 class _Appender:
@@ -151,7 +232,8 @@ class _Appender:
 
 
 class CheckpointStore:
-    """Save, list, load and prune the checkpoints of one job. One writer at a time."""
+    """Save, list, load and prune the checkpoints of one job. One writer at a time (a group of
+    workers sharing one checkpoint's write counts as one: worker 0 alone prunes)."""
 
     def __init__(self, root: str | os.PathLike[str], keep: int = 2) -> None:
         if keep < 1:
@@ -161,121 +243,209 @@ class CheckpointStore:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stint-ckpt")
         # SHA-256 is the CPU cost of a checkpoint; hashlib drops the GIL, so two threads use two cores.
         self._hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stint-hash")
-        self._last_keys: set[tuple[tuple[int, int, int], ...]] = set()
+        self._last_keys: set[tuple[Any, ...]] = set()
 
     # ---- writing -------------------------------------------------------------------------
     def save(self, step: int, state: Any, meta: dict[str, Any] | None = None,
              sources: list[torch.Tensor] | None = None) -> SaveStats:
-        """Write ``state`` (anything picklable; tensors stored raw) as the checkpoint of ``step``.
+        """Write ``state`` (anything picklable; tensors stored raw) as the checkpoint of ``step``,
+        alone. ``sources``: see :meth:`cut`."""
+        return self.write(step, self.cut(state, sources=sources), meta)
 
-        ``sources``: when ``state`` is a snapshot (copies), the tensors it was copied from, in the
-        order :func:`codec.split` finds them. They, not the fresh copies, tell which tensors
-        changed since the last save, so unchanged ones (frozen layers) are deduplicated, not
-        written again. Only a write-ahead guess rests on them; content is always hashed.
+    def cut(self, state: Any, private: dict[str, Any] | None = None, writers: int = 1,
+            sources: list[torch.Tensor] | None = None) -> Cut:
+        """Cut ``state`` (the same on every writer) and ``private`` (worker 0's alone; a checkpoint
+        holds ``state`` updated with it, so both are dicts then) into items for ``writers``.
+
+        No bytes are copied. ``sources``: when ``state`` is a snapshot (copies), the tensors it
+        was copied from, in the order its tensors are pickled. They, not the copies, tell which
+        tensors changed since the last save, so unchanged ones (frozen layers) are deduplicated,
+        not written again. Only a write-ahead guess rests on them; content is always hashed.
         """
-        t0 = time.perf_counter()
-        self.root.mkdir(parents=True, exist_ok=True)
-        skeleton, tensors = codec.split(state)
-        items: list[tuple[memoryview, list[tuple[int, int, int]]]] = [(memoryview(skeleton), [])]
-        items += self._group(tensors)
-        path = self._path(step)
-        tmp = self.root / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            out = _Appender(fd, self._io)
-            done = self._write_blobs(items, tensors, sources or tensors, out, path.name, step)
-            body = {
-                "format": FORMAT,
-                "step": step,
-                "created": time.time(),
-                "skeleton": done.skeleton,
-                "tensors": [asdict(m) for m in done.metas],
-                "blobs": done.blobs,
-                "meta": meta or {},
-            }
-            manifest = json.dumps(dict(body, checksum=_checksum(body))).encode()
-            out.submit(manifest + _FOOTER.pack(len(manifest), MAGIC)).result()
-            os.fsync(fd)
-        except BaseException:
-            # Appends may still be queued on the I/O thread: let them finish before the fd number
-            # is freed, or a reused number could send them into another file.
-            self._io.submit(lambda: None).result()
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(self.root)
-        self.prune(newest=step)
-        total = sum(loc["size"] for loc in done.blobs.values())
-        written = sum(len(items[n][0]) for n in done.appended)
-        return SaveStats(step, total, written, len(done.blobs), len(done.appended), time.perf_counter() - t0)
+        if writers < 1:
+            raise ValueError(f"writers={writers}: at least one")
+        parts = codec.split_pair(state, private)
+        shared = parts.tensors[: parts.first_tensors]
+        keys = sources if sources is not None else shared
+        if len(keys) != len(shared):
+            raise ValueError(f"sources: {len(keys)} tensors for a state of {len(shared)}")
+        items = [Item(parts.skeleton, [], (), 0)]
+        items += self._items(shared, keys, 0)
+        dealt = sum(len(item.data) for item in items[1:])
+        start = 0
+        for item in items[1:]:  # contiguous ranges by bytes: item -> the range holding its middle
+            item.writer = min(writers - 1, (start + len(item.data) // 2) * writers // max(dealt, 1))
+            start += len(item.data)
+        private_tensors = parts.tensors[parts.first_tensors :]
+        items += self._items(private_tensors, private_tensors, len(shared))  # worker 0's
+        signature = hashlib.sha256(parts.skeleton[: parts.first_bytes])
+        signature.update(repr([(str(t.dtype), tuple(t.shape)) for t in shared]).encode())
+        return Cut(items, [(str(t.dtype), tuple(t.shape)) for t in parts.tensors], writers,
+                   signature.hexdigest())
 
-    def _write_blobs(self, items: list[tuple[memoryview, list[tuple[int, int, int]]]],
-                     tensors: list[torch.Tensor], sources: list[torch.Tensor], out: _Appender,
-                     name: str, step: int) -> _Written:
-        """Append to ``out`` the blobs that no checkpoint older than ``step`` holds.
-
-        Blobs whose tensors changed since this store's last save (data pointer or in-place version
-        counter) are appended at once, while they are being hashed: the hash only goes into the
-        manifest. Unchanged ones are hashed first, so a blob an older checkpoint holds costs no
-        write. A wrong guess costs one redundant copy in this file, never a wrong blob.
-        """
-        if len(sources) != len(tensors):
-            raise ValueError(f"sources: {len(sources)} tensors for a state of {len(tensors)}")
-        keys = [tuple(self._key(sources[i]) for i, _, _ in members) for _, members in items]
-        early = {n: out.submit(data) for n, ((data, members), key) in enumerate(zip(items, keys))
-                 if members and key not in self._last_keys}
-        self._last_keys = set(keys)
-        # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
-        flushed = out.flush() if early else None
-        hashes = [self._hasher.submit(_sha256, data) for data, _ in items]  # in order, 2 at a time
-        known = self._known_blobs(before=step)
-        blobs: dict[str, Any] = {}  # hash -> where an older file holds it
-        own: dict[str, int] = {}  # hash -> the item this file holds it as
-        metas: list[codec.TensorMeta | None] = [None] * len(tensors)
-        appended: dict[int, Future[int]] = dict(early)
-        for n, ((data, members), hashed) in enumerate(zip(items, hashes)):
-            h = hashed.result()  # blob n is hashed while the I/O thread writes the ones before it
-            for index, offset, nbytes in members:
-                t = tensors[index]
-                metas[index] = codec.TensorMeta(h, offset, nbytes, str(t.dtype), tuple(t.shape))
-            if h in blobs or h in own:
+    def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int) -> list[Item]:
+        """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt)."""
+        items: list[Item] = []
+        views = [codec.tensor_bytes(t) for t in tensors]
+        size = min(PIECE, max(MIN_ITEM, sum(len(v) for v in views) // ITEMS))  # the same for any P
+        pack, packed, pack_keys = bytearray(), [], []
+        for i, (data, src) in enumerate(zip(views, sources)):
+            index = first + i
+            if len(data) >= size:
+                step = -(-len(data) // max(1, len(data) // size))  # pieces of size .. 2 * size bytes
+                for at in range(0, len(data), step):
+                    piece = data[at : at + step]
+                    items.append(Item(piece, [(index, 0, len(piece), at)], (self._key(src), at), 0))
                 continue
-            if n not in early and h in known:
-                blobs[h] = known[h]
-                continue
-            if n not in early:
-                appended[n] = out.submit(data)
-            own[h] = n
-        for h, n in own.items():
-            blobs[h] = {"file": name, "offset": appended[n].result(), "size": len(items[n][0])}
-        for f in appended.values():
-            f.result()  # surface write errors; early copies that went unused still count as written
-        if flushed is not None:
-            flushed.result()
-        return _Written(hashes[0].result(), blobs, [m for m in metas if m is not None], sorted(appended))
+            packed.append((index, len(pack), len(data), 0))
+            pack_keys.append(self._key(src))
+            pack += data
+            if len(pack) >= size:
+                items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
+                pack, packed, pack_keys = bytearray(), [], []
+        if packed:
+            items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
+        return items
 
     @staticmethod
     def _key(t: torch.Tensor) -> tuple[int, int, int]:
         """Where ``t`` lives and its in-place version counter: equal keys suggest equal content."""
         return (t.data_ptr(), t._version, t.numel() * t.element_size())
 
-    def _group(self, tensors: list[torch.Tensor]) -> list[tuple[memoryview, list[tuple[int, int, int]]]]:
-        """One blob per large tensor; all small tensors packed, in order, into one more blob."""
-        groups: list[tuple[memoryview, list[tuple[int, int, int]]]] = []
-        pack = bytearray()
-        packed: list[tuple[int, int, int]] = []
-        for i, t in enumerate(tensors):
-            data = codec.tensor_bytes(t)
-            if len(data) >= SMALL_TENSOR:
-                groups.append((data, [(i, 0, len(data))]))
-            else:
-                packed.append((i, len(pack), len(data)))
-                pack += data
-        if packed:
-            groups.append((memoryview(pack), packed))
-        return groups
+    def write(self, step: int, cut: Cut, meta: dict[str, Any] | None = None,
+              peers: Peers | None = None) -> SaveStats:
+        """Write this worker's items of ``cut`` as its part of the checkpoint of ``step``; worker 0
+        then commits the checkpoint once every worker's part is durable. Collective over
+        ``peers`` (None: one writer); raises on every worker if any worker's part failed."""
+        t0 = time.perf_counter()
+        rank, size = (peers.rank, peers.size) if peers is not None else (0, 1)
+        if size != cut.writers:
+            raise ValueError(f"a cut for {cut.writers} writers written by {size}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self._path(step) if rank == 0 else self.root / f"{self._path(step).stem}.w{rank}.part"
+        tmp = self.root / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        part: _Part | None = None
+        failure, error = "", None  # error: this worker's own, raised as it is
+        try:
+            out = _Appender(fd, self._io)
+            part = self._write_part(step, cut, rank, out, path.name)
+            if rank != 0:
+                _sync_close(fd)
+                fd = -1
+                self._publish(tmp, path)
+        except Exception as e:  # noqa: BLE001 - every worker must still reach the gather
+            failure, error = f"worker {rank}: {type(e).__name__}: {e}", e
+        try:
+            parts = peers.gather(part or failure) if peers is not None else [part or failure]
+            outcome = failure
+            if rank == 0 and not failure:
+                try:
+                    assert parts is not None
+                    manifest = self._manifest(step, cut, parts, meta or {})
+                    out.submit(manifest + _FOOTER.pack(len(manifest), MAGIC)).result()
+                    _sync_close(fd)
+                    fd = -1
+                    self._publish(tmp, path)
+                    self.prune(newest=step)
+                except Exception as e:  # noqa: BLE001 - told to every worker below
+                    outcome, error = f"worker 0: {type(e).__name__}: {e}", e
+            if peers is not None:
+                outcome = peers.broadcast(outcome)
+        finally:
+            if fd >= 0:
+                # Appends may still be queued on the I/O thread: let them finish before the fd
+                # number is freed, or a reused number could send them into another file.
+                self._io.submit(lambda: None).result()
+                os.close(fd)
+                tmp.unlink(missing_ok=True)
+        if error is not None:
+            raise error
+        if outcome:
+            raise RuntimeError(f"checkpoint of step {step} not written: {outcome}")
+        assert part is not None
+        total = sum(len(item.data) for item in cut.items)
+        return SaveStats(step, total, part.bytes_written, len(cut.items), part.blobs_written,
+                         time.perf_counter() - t0)
+
+    def _publish(self, tmp: Path, path: Path) -> None:
+        """A durable file under its name: renamed into place, the directory fsynced."""
+        os.replace(tmp, path)
+        _fsync_dir(self.root)
+
+    @staticmethod
+    def _manifest(step: int, cut: Cut, parts: list[Any], meta: dict[str, Any]) -> bytes:
+        """Worker 0, every part durable: the manifest of the checkpoint (checked: no part failed,
+        every worker cut the same state)."""
+        failed = [p for p in parts if isinstance(p, str)]
+        if failed:
+            raise RuntimeError(failed[0])
+        for p in parts:
+            if p.signature != cut.signature:
+                raise RuntimeError(f"worker {p.writer} holds another state than worker 0 (its tensors' "
+                                   "shapes or its non-tensor values differ): the replicas diverged")
+        hashes: dict[int, str] = {}
+        blobs: dict[str, dict[str, Any]] = {}
+        for p in parts:
+            hashes.update(p.hashes)
+            for h, loc in p.blobs.items():
+                blobs.setdefault(h, loc)
+        tensors: list[dict[str, Any]] = [
+            {"parts": [], "dtype": dtype, "shape": list(shape)} for dtype, shape in cut.tensors]
+        for n, item in enumerate(cut.items):
+            for index, offset, nbytes, _ in sorted(item.members, key=lambda m: (m[0], m[3])):
+                tensors[index]["parts"].append([hashes[n], offset, nbytes])
+        body = {
+            "format": FORMAT,
+            "step": step,
+            "created": time.time(),
+            "skeleton": hashes[0],
+            "tensors": tensors,
+            "blobs": blobs,
+            "writers": cut.writers,
+            "meta": meta,
+        }
+        return json.dumps(dict(body, checksum=_checksum(body))).encode()
+
+    def _write_part(self, step: int, cut: Cut, rank: int, out: _Appender, name: str) -> _Part:
+        """Append to ``out`` this worker's items that no checkpoint older than ``step`` holds.
+
+        Items whose tensors changed since this store's last save (data pointer or in-place version
+        counter) are appended at once, while they are being hashed: the hash only goes into the
+        manifest. Unchanged ones are hashed first, so a blob an older checkpoint holds costs no
+        write. A wrong guess costs one redundant copy in this file, never a wrong blob.
+        """
+        mine = cut.mine(rank)
+        items = [cut.items[n] for n in mine]
+        early = {n: out.submit(item.data) for n, item in zip(mine, items)
+                 if item.members and item.key not in self._last_keys}
+        self._last_keys = {item.key for item in items}
+        # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
+        flushed = out.flush() if early else None
+        hashing = [self._hasher.submit(_sha256, item.data) for item in items]  # in order, 2 at a time
+        known = self._known_blobs(before=step)
+        own: dict[str, int] = {}  # hash -> the item this file holds it as
+        blobs: dict[str, dict[str, Any]] = {}  # hash -> where an older file holds it
+        hashes: dict[int, str] = {}
+        appended: dict[int, Future[int]] = dict(early)
+        for n, item, hashed in zip(mine, items, hashing):
+            h = hashes[n] = hashed.result()  # item n is hashed while the I/O thread writes earlier ones
+            if h in blobs or h in own:
+                continue
+            if n not in early and h in known:
+                blobs[h] = known[h]
+                continue
+            if n not in early:
+                appended[n] = out.submit(item.data)
+            own[h] = n
+        for h, n in own.items():
+            blobs[h] = {"file": name, "offset": appended[n].result(), "size": len(cut.items[n].data)}
+        for f in appended.values():
+            f.result()  # surface write errors; early copies that went unused still count as written
+        if flushed is not None:
+            flushed.result()
+        written = sum(len(cut.items[n].data) for n in appended)
+        return _Part(rank, cut.signature, hashes, blobs, written, len(appended))
 
     def _known_blobs(self, before: int) -> dict[str, dict[str, Any]]:
         """Where each blob of the valid checkpoints older than ``before`` lives."""
@@ -294,7 +464,8 @@ class CheckpointStore:
     def scan(self) -> tuple[list[Checkpoint], list[tuple[Path, str]]]:
         """The valid checkpoints, newest first, and every other checkpoint file with the reason it
         is not one (cut short, damaged manifest, a file it reads from missing or too short)."""
-        paths = list(self.root.glob(_GLOB)) if self.root.is_dir() else []
+        files = list(self.root.glob(_FILES)) if self.root.is_dir() else []
+        paths = [p for p in files if p.match(_GLOB)]
         skipped: list[tuple[Path, str]] = []
         found = []
         for path in paths:
@@ -304,7 +475,7 @@ class CheckpointStore:
             elif why not in ("gone", "holder"):
                 skipped.append((path, why))
         sizes = {}
-        for p in paths:
+        for p in files:
             try:
                 sizes[p.name] = p.stat().st_size
             except OSError:  # pruned by the writer since the listing: as if never there
@@ -337,11 +508,12 @@ class CheckpointStore:
             wait(reads)  # the I/O thread may still be reading when a hash fails
             for f in files.values():
                 f.close()
-        tensors = [
-            codec.tensor_from(buffers[m["blob"]], codec.TensorMeta(**dict(m, shape=tuple(m["shape"]))))
-            for m in ckpt.manifest["tensors"]
-        ]
-        return codec.join(bytes(buffers[ckpt.manifest["skeleton"]]), tensors)
+        tensors = [_tensor(m, buffers) for m in ckpt.manifest["tensors"]]
+        skeleton = bytes(buffers[ckpt.manifest["skeleton"]])
+        if ckpt.manifest["format"] == 2:
+            return codec.join(skeleton, tensors)
+        state, private = codec.join_pair(skeleton, tensors)
+        return state if private is None else {**state, **private}
 
     def _read_blob(self, files: dict[str, io.FileIO], h: str, loc: dict[str, Any]) -> bytearray:
         if loc["file"] not in files:
@@ -385,8 +557,8 @@ class CheckpointStore:
             body = {k: v for k, v in manifest.items() if k != "checksum"}
             if manifest.get("checksum") != _checksum(body):
                 return None, "its manifest does not match its checksum"
-            if manifest["format"] != FORMAT:
-                return None, f"format {manifest['format']}, this version reads format {FORMAT}"
+            if manifest["format"] not in READS:
+                return None, f"format {manifest['format']}, this version reads formats {READS}"
             if path.name != self._path(int(manifest["step"])).name:
                 return None, f"renamed (it holds step {manifest['step']})"  # blob self-references break
             return Checkpoint(int(manifest["step"]), path, manifest), ""
@@ -417,7 +589,7 @@ class CheckpointStore:
         kept = valid[: self.keep]
         needed = {name for c in kept for name in c.files}
         for path in self.root.iterdir():
-            if path.name.startswith(".tmp-") or (path.match(_GLOB) and path.name not in needed):
+            if path.name.startswith(".tmp-") or (path.match(_FILES) and path.name not in needed):
                 path.unlink(missing_ok=True)
         for name in sorted(needed - {c.path.name for c in kept}):
             self._make_holder(self.root / name, kept)
@@ -426,23 +598,43 @@ class CheckpointStore:
     def _make_holder(path: Path, kept: list[Checkpoint]) -> None:
         """``path`` is no checkpoint any more, only the keeper of blobs that ``kept`` read from it:
         mark its footer so (then it is not listed, so ``keep`` checkpoints are what is listed) and
-        free the disk blocks of every other blob in it (hole punching, where the filesystem can)."""
+        free the disk blocks of every other blob in it (hole punching, where the filesystem can).
+        A part file has no footer: its unused blobs are freed alike."""
         used = sorted((loc["offset"], loc["size"]) for c in kept for loc in c.manifest["blobs"].values()
                       if loc["file"] == path.name)
         with open(path, "r+b") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(size - _FOOTER.size)
-            length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
-            if magic == MAGIC:
+            size = end = f.seek(0, os.SEEK_END)
+            if path.match(_GLOB):
                 f.seek(size - _FOOTER.size)
-                f.write(_FOOTER.pack(length, HOLDER))
-                f.flush()
-                os.fsync(f.fileno())
+                length, magic = _FOOTER.unpack(f.read(_FOOTER.size))
+                end = size - _FOOTER.size - length
+                if magic == MAGIC:
+                    f.seek(size - _FOOTER.size)
+                    f.write(_FOOTER.pack(length, HOLDER))
+                    f.flush()
+                    os.fsync(f.fileno())
             start = 0
-            for offset, nbytes in [*used, (size - _FOOTER.size - length, 0)]:
+            for offset, nbytes in [*used, (end, 0)]:
                 if offset > start:
                     _punch(f.fileno(), start, offset - start)
                 start = max(start, offset + nbytes)
 
     def _path(self, step: int) -> Path:
         return self.root / f"step-{step:012d}.ckpt"
+
+
+def _tensor(entry: dict[str, Any], buffers: dict[str, memoryview]) -> torch.Tensor:
+    """One tensor of a manifest's table from the blobs read: a view of its blob when it lies in
+    one, else its pieces joined (format 2: ``blob``, ``offset``, ``nbytes``; 3: ``parts``)."""
+    parts = entry["parts"] if "parts" in entry else [[entry["blob"], entry["offset"], entry["nbytes"]]]
+    nbytes = sum(n for _, _, n in parts)
+    meta = codec.TensorMeta("", 0, nbytes, entry["dtype"], tuple(entry["shape"]))
+    if len(parts) == 1:
+        h, offset, _ = parts[0]
+        return codec.tensor_from(buffers[h], dataclasses.replace(meta, blob=h, offset=offset))
+    joined = bytearray(nbytes)
+    at = 0
+    for h, offset, n in parts:
+        joined[at : at + n] = buffers[h][offset : offset + n]
+        at += n
+    return codec.tensor_from(memoryview(joined), meta)

@@ -24,6 +24,7 @@ def main() -> int:
     p.add_argument("--accumulate", type=int, default=2)
     p.add_argument("--diverge-at", type=int, default=None)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--checkpoint-every", type=int, default=None, help="periodic (background) checkpoints")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -32,7 +33,8 @@ def main() -> int:
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(256, 32, generator=g), torch.randint(0, 4, (256,), generator=g)
     x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
-    job = stint.init(model=model, optimizer=opt, check_every=2, exchange=args.exchange)
+    every = stint.Interval(steps=args.checkpoint_every) if args.checkpoint_every else None
+    job = stint.init(model=model, optimizer=opt, check_every=2, exchange=args.exchange, interval=every, keep=2)
     sampler = stint.Sampler(len(x), batch_size=32, seed=0)
     try:
         for step in job.steps(args.steps):
