@@ -89,7 +89,7 @@ def sim(
         from stint.sim.fleet_run import FleetConfig
 
         if report is not None:
-            Console(stderr=True).print("[red]error:[/red] --report is for one cluster (not --fleet)")
+            Console(stderr=True, soft_wrap=True).print("[red]error:[/red] --report is for one cluster (not --fleet)")
             raise typer.Exit(2)
 
         _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
@@ -102,7 +102,7 @@ def sim(
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if format not in ("table", "json"):
         err.print(f"[red]--format must be 'table' or 'json' (got {format!r})")
         raise typer.Exit(2)
@@ -245,7 +245,7 @@ def sweep(
     from stint.sim import sweep as sw
     from stint.sim.traces import Filters, TraceError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         cfg = sw.SweepConfig(
             traces=_items(trace, str, "--trace"), policies=_items(policy, str, "--policy"),
@@ -305,7 +305,7 @@ def _fleet(cfg: FleetConfig, out: Path, format: str) -> None:
 
     from stint.sim.fleet_run import TABLE_HEADER, run_fleets, table_rows, write_fleet_results
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if "," in cfg.policy:
         err.print("[red]error:[/red] with --fleet, --policy names one cluster policy (each cluster runs its own)")
         raise typer.Exit(2)
