@@ -93,6 +93,20 @@ def test_history_cluster_and_progress(store: Store, tmp_path: Path) -> None:
     # 40 s in the system: within the 60 s start-up allowance, every job attains 1 so far
     assert (tiers["standard"]["jobs"], tiers["standard"]["met"]) == (1, 1)
     assert tiers["premium"]["mean_attainment"] == 1.0
+    assert get("/v1/history?since=900")["sla_met"] == {}  # nothing has finished
+
+    # SLA over time: the premium job ends at T0+40 after 25 s of work (within the allowance:
+    # attainment 1, met); alice's standard job at T0+200 after 20 s (20 / (200 - 60) = 0.14,
+    # under 0.70: missed)
+    with store.session() as s:
+        for jid, at, work in ((other, T0 + 40, 25.0), (mine, T0 + 200, 20.0)):
+            j = s.get(Job, jid)
+            assert j is not None
+            j.state, j.finished_at, j.work_done, j.holding_since = "succeeded", at, work, None
+    clock[0] = T0 + 210
+    assert get("/v1/history?since=900", alice)["sla_met"] == {
+        "premium": [[T0 + 40, 1.0]], "standard": [[T0 + 200, 0.0]]}
+    clock[0] = T0 + 40
 
     assert get(f"/v1/jobs/{mine}/progress", alice) == {
         "step": None, "total_steps": 100, "checkpoint_step": None, "reported_at": None}

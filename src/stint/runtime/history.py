@@ -8,7 +8,8 @@ the attempt holds it until the job's next transition out of the holding states. 
 - ``marks``: the preemptions, resizes and migrations, each at the instant the job stopped for it
   (a stop followed by ``resizing`` or ``migrating`` is that; any other stop is a preemption);
 - ``utilization``: GPUs held over time, a step series over every job;
-- ``waiting``: jobs waiting (submitted or preempted, not yet holding, not finished) over time.
+- ``waiting``: jobs waiting (submitted or preempted, not yet holding, not finished) over time;
+- ``sla_met``: per tier, the share of its finished jobs that met the tier's target, over time.
 """
 
 from __future__ import annotations
@@ -116,6 +117,22 @@ def waiting(jobs: Sequence[JobTimes], steps: Sequence[Step]) -> list[tuple[float
             deltas.append((s.at, 1 if now_waits else -1))
             waits[s.job_id] = now_waits
     return _steps(deltas)
+
+
+def sla_met(finished: Iterable[tuple[float, str, bool]]) -> dict[str, list[tuple[float, float]]]:
+    """Per tier, from ``(finished at, tier, met its target)`` of each finished job: the share of
+    the tier's jobs finished so far that met it, at each finish."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    counts: dict[str, list[int]] = {}
+    for at, tier, met in sorted(finished):
+        n = counts.setdefault(tier, [0, 0])
+        n[0] += met
+        n[1] += 1
+        series = out.setdefault(tier, [])
+        if series and series[-1][0] == at:
+            series.pop()
+        series.append((at, n[0] / n[1]))
+    return out
 
 
 def _steps(deltas: list[tuple[float, int]]) -> list[tuple[float, int]]:

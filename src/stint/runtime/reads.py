@@ -49,7 +49,19 @@ def history_out(store: Store, who: Caller, since: float, now: float,
         utilization=_window(h.utilization(holds, now), since),
         waiting=_window(h.waiting([h.JobTimes(j.id, j.submitted_at, j.finished_at)
                                    for j in jobs], steps), since),
+        sla_met=h.sla_met(_finished_against(jobs, SlaTargets())),
     )
+
+
+def _finished_against(jobs: list[Job], targets: SlaTargets) -> list[tuple[float, str, bool]]:
+    """``(finished at, tier, met)`` of each finished job that ran, in a tier with a target."""
+    out = []
+    for j in jobs:
+        target = targets.of(Tier(j.tier))
+        a = live_attainment(j, j.finished_at) if j.finished_at is not None else None
+        if target is not None and a is not None and j.finished_at is not None:
+            out.append((j.finished_at, j.tier, targets.met(Tier(j.tier), a)))
+    return out
 
 
 def cluster_out(store: Store, policy: str, since: float, now: float,

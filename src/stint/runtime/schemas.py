@@ -331,6 +331,8 @@ class HistoryOut(BaseModel):
     marks: list[MarkOut]
     utilization: list[tuple[float, int]]
     waiting: list[tuple[float, int]]
+    # per tier with a target: the share of its jobs finished so far that met it, at each finish
+    sla_met: dict[str, list[tuple[float, float]]]
 
 
 class TierOut(BaseModel):

@@ -151,6 +151,7 @@ async function dashboardTick() {
   drawTimeline(document.getElementById("timeline"), history, byId);
   drawUtilization(document.getElementById("utilization"), history);
   drawTiers(cluster.tiers);
+  drawSla(document.getElementById("sla"), history);
   drawJobs(jobs, now);
 }
 
@@ -198,6 +199,30 @@ function drawTiers(tiers) {
     el("td", {}, t.tier), el("td", {}, t.target === null ? "best effort" : t.target.toFixed(2)),
     el("td", {}, t.jobs), el("td", {}, `${t.met} (${t.jobs ? Math.round((100 * t.met) / t.jobs) : 0}%)`),
     el("td", {}, t.mean_attainment === null ? "-" : t.mean_attainment.toFixed(2)))));
+}
+
+// Per tier: the share of its finished jobs that met the tier's target, over time (0..100 %).
+const TIER_COLOR = { premium: "#7a2e8e", standard: "#175cd3", basic: "#667085" };
+function drawSla(svg, history) {
+  const width = svg.clientWidth || 500, height = 160, pad = 30;
+  const t1 = Math.max(history.now, history.since + 1);
+  const points = Object.values(history.sla_met).flat();
+  const t0 = Math.min(t1 - 1, ...points.map((p) => p[0]));
+  const x = (t) => pad + ((t - t0) / (t1 - t0)) * (width - 2 * pad);
+  const y = (v) => height - pad - v * (height - 2 * pad);
+  const parts = [el("svg:text", { x: 2, y: 14 }, "finished jobs meeting their target"),
+    el("svg:line", { x1: pad, x2: width - pad, y1: y(0), y2: y(0), stroke: "#d9dee5" }),
+    el("svg:text", { x: pad, y: height - 10 }, clock(t0)),
+    el("svg:text", { x: width - pad, y: height - 10, "text-anchor": "end" }, clock(t1))];
+  let row = 0;
+  for (const [tier, series] of Object.entries(history.sla_met)) {
+    const d = series.map(([t, v], i) => `${i ? "H" + x(t) + "V" : "M" + x(t) + ","}${y(v)}`).join("") + `H${x(t1)}`;
+    const last = series[series.length - 1][1];
+    parts.push(el("svg:path", { d, fill: "none", stroke: TIER_COLOR[tier] || "#000", "stroke-width": 2, class: `sla ${tier}` }),
+      el("svg:text", { x: width - 2, y: 14 + 14 * row++, "text-anchor": "end", style: `fill:${TIER_COLOR[tier] || "#000"}` },
+        `${tier} ${Math.round(100 * last)}%`));
+  }
+  svg.replaceChildren(...parts);
 }
 
 // One row per job: its holds as bars (labelled with the allocation), its marks as glyphs.
