@@ -157,7 +157,7 @@ def _sim(args: argparse.Namespace) -> int:
     )
     out: Path = args.out
     try:
-        with _progress_bar() as progress:
+        with _ProgressBar() as progress:
             trace_obj, cluster, results = run_all(cfg, progress)
         summaries = write_results(out, results)
     except (TraceError, UnknownPolicyError, ValueError) as exc:
@@ -180,7 +180,7 @@ def _sim(args: argparse.Namespace) -> int:
     return 0
 
 
-class _progress_bar:  # noqa: N801 (used as a context manager, like a function)
+class _ProgressBar:
     """A Rich progress bar on a terminal's stderr; nothing (and no Rich import) otherwise."""
 
     def __init__(self) -> None:
