@@ -16,7 +16,6 @@ name the file and the key (and the line, for TOML syntax).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,8 @@ class PolicyConfig:
 
 def load_policy(path: Path) -> PolicyConfig:
     """The ``[policy]`` table of ``path``; unknown keys are errors, not ignored."""
+    import tomllib  # only with --config: `stint sim` without one need not import it
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
