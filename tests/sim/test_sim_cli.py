@@ -17,7 +17,7 @@ def test_sim_writes_the_contract(tmp_path):
     res = CliRunner().invoke(
         app,
         ["sim", "--trace", "philly", "--policy", "fifo,srtf,drf,tiresias", "--gpus", "64",
-         "--limit", "400", "--out", str(out), "--format", "json"],
+         "--limit", "400", "--out", str(out), "--format", "json", "--plots"],
     )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
@@ -31,6 +31,9 @@ def test_sim_writes_the_contract(tmp_path):
     assert (out / "jct_cdf.png").stat().st_size > 1000
     assert (out / "over_time.png").stat().st_size > 1000
     assert not list(out.glob(".partial-*"))
+    res = CliRunner().invoke(app, ["sim", "--trace", "philly", "--policy", "fifo", "--gpus", "64", "--limit", "50",
+                                   "--out", str(tmp_path / "bare"), "--format", "json"])
+    assert res.exit_code == 0 and not list((tmp_path / "bare").glob("*.png"))  # plots only when asked
 
 
 def test_sim_table_output_on_pollux(tmp_path):

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from stint.sim.fleet_run import FleetConfig
     from stint.sim.metrics import RunResult
 
-SIM_HELP = ("Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT "
-            "(the plots after the summary and the table are out; --no-plots skips them).")
+SIM_HELP = ("Simulate policies on a trace; write summary.json and <policy>/jobs.csv to OUT, and with "
+            "--plots the PNG plots (after the summary and the table are out).")
 
 
 def register(app: typer.Typer) -> None:
@@ -76,8 +76,9 @@ def parser() -> argparse.ArgumentParser:
       "(adaptive under pollux) [default: auto].")
     a("--tiers", help="Tier shares by job count for traces without tiers, e.g. "
       "premium=0.1,standard=0.3,basic=0.6 [default: 0.1, 0.6, 0.3].")
-    a("--plots", action=argparse.BooleanOptionalAction, default=True,
-      help="Write PNG plots, after summary.json and the table [default: yes].")
+    a("--plots", action=argparse.BooleanOptionalAction, default=False,
+      help="Also write jct_cdf.png and over_time.png, after summary.json and the table (matplotlib's "
+      "import and drawing take 0.5-1 s) [default: no].")
     a("--fleet", type=Path, help="A fleet TOML (docs/fleet.md): simulate regions of clusters under "
       "global schedulers.")
     a("--global", dest="global_", default="gain,static,least-loaded",
