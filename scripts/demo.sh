@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/stint sim --trace philly --policy fifo,srtf,drf,tiresias --gpus 512 --out results/ "$@"
+exec .venv/bin/stint sim --trace philly --policy fifo,srtf,drf,tiresias --gpus 512 --out results/ --plots "$@"

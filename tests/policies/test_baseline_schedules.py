@@ -58,7 +58,7 @@ def test_srtf_preempts_for_shorter_remaining_time():
 
 
 def test_tiresias_demotes_after_threshold_then_preempts():
-    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0), ABC)
+    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0, strict_order=False), ABC)
     # t=0: A starts in Q0. t=10: B (Q0) cannot fit and may not preempt A (same queue).
     # t=20: C (Q0) backfills the 2 free GPUs, runs 20-30 (JCT 10).
     # t=50: A has 2 GPUs x 50 s = 100 GPU-s: demoted to Q1 (seen at the tick at 50), so B (Q0)
@@ -67,10 +67,10 @@ def test_tiresias_demotes_after_threshold_then_preempts():
     assert r["A"].preemptions == 1 and r["B"].preemptions == 0
 
 
-def test_tiresias_strict_order_preempts_within_a_queue():
-    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0, strict_order=True), ABC)
-    # As above until 50: A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at
-    # 75 (4 GPUs x 25 s) and enters Q1 after A, so A, first in the order, preempts B: A runs its
+def test_tiresias_preempts_within_a_queue_by_default():
+    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0), ABC)
+    # The default (strict order, the paper's algorithm). As with strict_order=False until 50:
+    # A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at 75 (4 GPUs x 25 s) and enters Q1 after A, so A, first in the order, preempts B: A runs its
     # last 50 s 75-125 (JCT 125), then B its last 5 s 125-130 (JCT 120). Pollux's Tiresias
     # re-derives who runs from the queue order at every pass and behaves the same way.
     assert {k: v.jct_s for k, v in r.items()} == {"A": 125, "B": 120, "C": 10}
@@ -82,11 +82,14 @@ def test_tiresias_starvation_promotion():
     # S2: t=35, 20 s; S3: t=55, 20 s.
     jobs = [job("L", 0, 1, 30), job("S1", 15, 1, 20), job("S2", 35, 1, 20), job("S3", 55, 1, 20)]
     one_gpu = Cluster.uniform(1, 1)
-    plain = run(make("tiresias", thresholds_gpu_s=(10.0,), tick_s=5.0), jobs, one_gpu)
+    # strict_order=False: a demoted job never preempts one of its own queue (the rule-5 story
+    # below reads more simply without in-queue preemption).
+    plain = run(make("tiresias", thresholds_gpu_s=(10.0,), tick_s=5.0, strict_order=False), jobs, one_gpu)
     # Without promotion: L is in Q1 from 10; each short job arrives in Q0 and runs: S1 preempts L
     # at 15 and runs 15-35, S2 35-55, S3 55-75; L resumes at 75 with 15 s left and ends at 90.
     assert plain["L"].finish_s == 90
-    knob = run(make("tiresias", thresholds_gpu_s=(10.0,), promote_knob=1.0, tick_s=5.0), jobs, one_gpu)
+    knob = run(make("tiresias", thresholds_gpu_s=(10.0,), promote_knob=1.0, tick_s=5.0, strict_order=False),
+               jobs, one_gpu)
     # With PROMOTE_KNOB 1: L, paused at 15 after executing 15 s, is promoted at 30 and preempts
     # S1 (Q1 since 25). L is demoted again at 40 (10 GPU-s after promotion) and S2 (Q0) preempts
     # it; L, having executed 10 s since promotion, is promoted at 50. S1 (paused at 30 after

@@ -17,7 +17,7 @@ def test_sim_writes_the_contract(tmp_path):
     res = CliRunner().invoke(
         app,
         ["sim", "--trace", "philly", "--policy", "fifo,srtf,drf,tiresias", "--gpus", "64",
-         "--limit", "400", "--out", str(out), "--format", "json"],
+         "--limit", "400", "--out", str(out), "--format", "json", "--plots"],
     )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
@@ -31,6 +31,9 @@ def test_sim_writes_the_contract(tmp_path):
     assert (out / "jct_cdf.png").stat().st_size > 1000
     assert (out / "over_time.png").stat().st_size > 1000
     assert not list(out.glob(".partial-*"))
+    res = CliRunner().invoke(app, ["sim", "--trace", "philly", "--policy", "fifo", "--gpus", "64", "--limit", "50",
+                                   "--out", str(tmp_path / "bare"), "--format", "json"])
+    assert res.exit_code == 0 and not list((tmp_path / "bare").glob("*.png"))  # plots only when asked
 
 
 def test_sim_table_output_on_pollux(tmp_path):
@@ -96,3 +99,21 @@ def test_bad_policy_options_name_the_key_and_the_valid_ones(tmp_path):
     res = _sim(tmp_path, "--config", str(conf))
     assert res.exit_code == 2 and "line 1" in res.output
     assert not (tmp_path / "r" / "summary.json").exists()
+
+
+def test_sim_imports_only_what_the_run_uses(tmp_path):
+    """`stint sim` with Tiresias on a Pollux trace (the profile model, the table, no plots)
+    imports neither Typer, Rich, NumPy, SciPy, matplotlib nor the runtime: its start-up is the
+    whole cost of a small simulation."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['stint', 'sim', '--trace', 'pollux:6', '--policy', 'tiresias', "
+            f"'--limit', '30', '--out', {str(tmp_path)!r}]\n"
+            "from stint.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "heavy = ('typer', 'rich', 'numpy', 'scipy', 'matplotlib', 'stint.runtime', 'stint.runtime.cli')\n"
+            "print('LOADED', [m for m in heavy if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pollux:6: 30 jobs" in out
+    assert "LOADED []" in out, out

@@ -12,6 +12,11 @@ class Allocation:
 
     workers: tuple[tuple[int, int], ...] = ()
     ps: tuple[tuple[int, int], ...] = ()
+    # Derived once (policies ask for it in every pass, for every job): not compared, not given.
+    num_workers: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_workers", sum(c for _, c in self.workers))
 
     @staticmethod
     def of(workers: dict[int, int], ps: dict[int, int] | None = None) -> Allocation:
@@ -19,10 +24,6 @@ class Allocation:
         w = tuple(sorted((n, c) for n, c in workers.items() if c > 0))
         p = tuple(sorted((n, c) for n, c in (ps or {}).items() if c > 0))
         return Allocation(w, p)
-
-    @property
-    def num_workers(self) -> int:
-        return sum(c for _, c in self.workers)
 
     @property
     def num_ps(self) -> int:

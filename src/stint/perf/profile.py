@@ -8,8 +8,14 @@ Lookup, as in Pollux's simulator: a global batch ``B`` on ``n`` replicas gives a
 ``ceil(B / n)``; above the application's largest profiled local batch it uses gradient
 accumulation (``k`` extra micro-steps, each costing the step time minus the sync time). If the
 placement was measured, step and sync times are interpolated linearly in the local batch;
-otherwise linearly over (nodes, replicas, local batch) across all measurements (scipy's
-``LinearNDInterpolator``), falling back to the nearest measurement outside their convex hull.
+otherwise linearly over (nodes, replicas, local batch) across all measurements (barycentric
+interpolation in the Delaunay tetrahedron that contains the query, as scipy's
+``LinearNDInterpolator`` does), falling back to the nearest measurement outside their convex hull.
+
+The lookups are plain Python, without NumPy or SciPy, so a simulation imports neither: the
+tetrahedra are computed once with SciPy's Qhull and shipped beside the tables
+(``mesh.json.gz``, ``scripts/profile_meshes.py``; refused if the tables change), and a query
+walks from tetrahedron to neighbour towards the point.
 """
 
 from __future__ import annotations
@@ -17,14 +23,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import math
+import zlib
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
@@ -67,53 +73,179 @@ class _Table:
     """One application's measurements."""
 
     def __init__(self, app: str) -> None:
-        base = resources.files("stint") / "data" / "pollux" / "profiles" / app
-        self.by_placement: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        rows: dict[tuple[int, ...], list[tuple[float, float, float]]] = {}
-        points: list[tuple[float, float, float, float, float]] = []
-        for placement, bsz, step_s, sync_s in _read(Path(str(base / "placements.csv.gz"))):
+        self.app = app
+        base = _base(app)
+        self.by_placement: dict[tuple[int, ...], tuple[list[float], list[float], list[float]]] = {}
+        rows: dict[tuple[int, ...], dict[float, list[tuple[float, float]]]] = {}
+        points: list[tuple[float, float, float]] = []
+        values: list[tuple[float, float]] = []
+        for placement, bsz, step_s, sync_s in _read(base / "placements.csv.gz"):
             key = _canonical(tuple(int(c) for c in placement))
-            rows.setdefault(key, []).append((float(bsz), float(step_s), float(sync_s)))
-        for key, vals in rows.items():
-            arr = np.array(sorted(vals))
+            rows.setdefault(key, {}).setdefault(float(bsz), []).append((float(step_s), float(sync_s)))
+        for key, by_bsz in rows.items():
             # Several rotations of one placement (e.g. "12" and "21") are averaged per batch size.
-            bs = np.unique(arr[:, 0])
-            step = np.array([arr[arr[:, 0] == b, 1].mean() for b in bs])
-            sync = np.array([arr[arr[:, 0] == b, 2].mean() for b in bs])
+            bs = sorted(by_bsz)
+            step = [sum(v[0] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
+            sync = [sum(v[1] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
             self.by_placement[key] = (bs, step, sync)
-            for b, s, y in zip(bs, step, sync):
-                points.append((float(len(key)), float(sum(key)), float(b), float(s), float(y)))
-        for nodes, replicas, bsz, step_s, sync_s in _read(Path(str(base / "scalability.csv.gz"))):
-            points.append((float(nodes), float(replicas), float(bsz), float(step_s), float(sync_s)))
-        self.points = np.array(points)
-        self._linear: Any = None
-        self._nearest: Any = None
+            for b, st, sy in zip(bs, step, sync):
+                points.append((float(len(key)), float(sum(key)), b))
+                values.append((st, sy))
+        for nodes, replicas, bsz, step_s, sync_s in _read(base / "scalability.csv.gz"):
+            points.append((float(nodes), float(replicas), float(bsz)))
+            values.append((float(step_s), float(sync_s)))
+        self.points = points
+        self.values = values
+        self._mesh: Mesh | None = None
         self._interpolated: dict[tuple[int, int, float], tuple[float, float]] = {}
 
     def times(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
         hit = self.by_placement.get(placement)
         if hit is not None:
             bs, step, sync = hit
-            return float(np.interp(local_bsz, bs, step)), float(np.interp(local_bsz, bs, sync))
+            return _interp(local_bsz, bs, step), _interp(local_bsz, bs, sync)
         # Unmeasured placements depend only on (nodes, replicas, local batch): one query per key.
         key = (min(len(placement), 16), sum(placement), float(local_bsz))
         got = self._interpolated.get(key)
         if got is None:
-            got = self._interpolated[key] = self._interpolate(key)
+            if self._mesh is None:
+                self._mesh = Mesh.load(self.app, self.points, self.values)
+            got = self._interpolated[key] = self._mesh.at((float(key[0]), float(key[1]), key[2]))
         return got
 
-    def _interpolate(self, key: tuple[int, int, float]) -> tuple[float, float]:
-        from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 
-        if self._linear is None:
-            xs, ys = self.points[:, :3], self.points[:, 3:]
-            self._linear = LinearNDInterpolator(xs, ys)
-            self._nearest = NearestNDInterpolator(xs, ys)
-        q = np.array([key], dtype=float)
-        out = self._linear(q)[0]
-        if np.isnan(out).any():
-            out = self._nearest(q)[0]
-        return float(out[0]), float(out[1])
+def _interp(x: float, xs: list[float], ys: list[float]) -> float:
+    """Linear interpolation in ascending ``xs``, clamped at the ends (as ``numpy.interp``)."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect_right(xs, x)
+    w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + w * (ys[i] - ys[i - 1])
+
+
+def _base(app: str) -> Path:
+    return Path(str(resources.files("stint") / "data" / "pollux" / "profiles" / app))
+
+
+def points_digest(points: list[tuple[float, float, float]]) -> str:
+    """Identifies the measurement points a mesh was computed from."""
+    return f"crc32:{zlib.crc32(repr(points).encode()):08x}"
+
+
+Vec = tuple[float, float, float]
+
+
+class Mesh:
+    """Linear interpolation over a shipped Delaunay tetrahedralisation of the measurement points.
+
+    Inside the points' convex hull a query's value is the barycentric blend of the values at the
+    four corners of the tetrahedron that contains it (found by walking across the face opposite
+    the most negative barycentric coordinate, or by a scan if the walk meets a flat
+    tetrahedron); outside, the value of the nearest point (ties: the first in table order).
+    """
+
+    EPS = 100 * 2.220446049250313e-16  # as scipy's find_simplex
+
+    def __init__(self, points: list[Vec], values: list[tuple[float, float]],
+                 simplices: list[tuple[int, int, int, int]], neighbors: list[tuple[int, int, int, int]]) -> None:
+        self.points, self.values = points, values
+        self.simplices, self.neighbors = simplices, neighbors
+        self._inverse: dict[int, tuple[tuple[Vec, Vec, Vec], Vec] | None] = {}
+
+    @classmethod
+    def load(cls, app: str, points: list[Vec], values: list[tuple[float, float]]) -> Mesh:
+        path = _base(app) / "mesh.json.gz"
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+        if data["digest"] != points_digest(points):
+            raise ValueError(f"{path}: computed from other measurements than {app}'s tables; "
+                             "run scripts/profile_meshes.py")
+        flat_s, flat_n = data["simplices"], data["neighbors"]
+        simplices = [tuple(flat_s[i:i + 4]) for i in range(0, len(flat_s), 4)]
+        neighbors = [tuple(flat_n[i:i + 4]) for i in range(0, len(flat_n), 4)]
+        return cls(points, values, simplices, neighbors)
+
+    def at(self, x: Vec) -> tuple[float, float]:
+        found = self._locate(x)
+        if found is None:
+            p = min(range(len(self.points)), key=lambda i: _dist2(self.points[i], x))
+            return self.values[p]
+        s, coords = found
+        step = sum(c * self.values[v][0] for c, v in zip(coords, self.simplices[s]))
+        sync = sum(c * self.values[v][1] for c, v in zip(coords, self.simplices[s]))
+        return step, sync
+
+    def _locate(self, x: Vec) -> tuple[int, list[float]] | None:
+        """The tetrahedron containing ``x`` and its barycentric coordinates; None outside the hull.
+
+        Walks across the face opposite the most negative coordinate (the next most negative if
+        that neighbour was visited); through a flat tetrahedron, to the unvisited neighbour whose
+        centre is nearest; scans them all if the walk gets stuck."""
+        s, seen = 0, set[int]()  # always from the first: a key's value never depends on earlier queries
+        while len(seen) < 256:
+            seen.add(s)
+            c = self._barycentric(s, x)
+            if c is None:
+                nbrs = [n for n in self.neighbors[s] if n != -1 and n not in seen]
+                if not nbrs:
+                    break
+                s = min(nbrs, key=lambda n: _dist2(self._centre(n), x))
+                continue
+            order = sorted(range(4), key=c.__getitem__)
+            if c[order[0]] >= -self.EPS:
+                return s, c
+            nxt = [self.neighbors[s][k] for k in order if c[k] < -self.EPS]
+            if -1 in nxt[:1]:  # beyond a face of the hull: outside every tetrahedron
+                return None
+            nxt = [n for n in nxt if n != -1 and n not in seen]
+            if not nxt:
+                break
+            s = nxt[0]
+        return self._scan(x)
+
+    def _centre(self, s: int) -> Vec:
+        ps = [self.points[v] for v in self.simplices[s]]
+        return (sum(p[0] for p in ps) / 4, sum(p[1] for p in ps) / 4, sum(p[2] for p in ps) / 4)
+
+    def _scan(self, x: Vec) -> tuple[int, list[float]] | None:
+        for s in range(len(self.simplices)):
+            c = self._barycentric(s, x)
+            if c is not None and min(c) >= -self.EPS:
+                return s, c
+        return None
+
+    def _barycentric(self, s: int, x: Vec) -> list[float] | None:
+        if s not in self._inverse:
+            self._inverse[s] = _inverse_transform([self.points[v] for v in self.simplices[s]])
+        tf = self._inverse[s]
+        if tf is None:
+            return None
+        rows, r = tf
+        d = (x[0] - r[0], x[1] - r[1], x[2] - r[2])
+        c = [row[0] * d[0] + row[1] * d[1] + row[2] * d[2] for row in rows]
+        c.append(1.0 - c[0] - c[1] - c[2])
+        return c
+
+
+def _dist2(a: Vec, b: Vec) -> float:
+    return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2
+
+
+def _inverse_transform(corners: list[Vec]) -> tuple[tuple[Vec, Vec, Vec], Vec] | None:
+    """Rows of T^-1, T = [v0 - v3, v1 - v3, v2 - v3] as columns, and v3; None if flat."""
+    r = corners[3]
+    (a, b, c), (d, e, f), (g, h, i) = ([corners[j][k] - r[k] for j in range(3)] for k in range(3))
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    scale = max(abs(v) for v in (a, b, c, d, e, f, g, h, i)) or 1.0
+    if abs(det) <= 1e-12 * scale ** 3:
+        return None
+    inv = ((e * i - f * h, c * h - b * i, b * f - c * e),
+           (f * g - d * i, a * i - c * g, c * d - a * f),
+           (d * h - e * g, b * g - a * h, a * e - b * d))
+    rows = tuple(tuple(v / det for v in row) for row in inv)
+    return rows, r  # type: ignore[return-value]
 
 
 def _read(path: Path) -> list[list[str]]:
@@ -222,6 +354,8 @@ def candidate_batches(app: str, placement: tuple[int, ...]) -> tuple[int, ...]:
     a = APPLICATIONS[app]
     table = efficiency_table(app, a.epochs)
     assert table is not None
+    import numpy as np  # adaptive batches only (the pollux policy, which imports NumPy anyway)
+
     lo = max(float(table.batch_sizes[0]), float(sum(placement) * a.min_local_bsz))
     hi = max(float(table.batch_sizes[-1]), lo)
     grid = np.geomspace(lo, hi, max(int(np.log2(hi / lo) * 4) + 1, 1))

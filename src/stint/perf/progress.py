@@ -26,23 +26,24 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
-
 
 @dataclass(frozen=True, eq=False)
 class EfficiencyTable:
-    """One application's validation tables, cut at its last epoch."""
+    """One application's validation tables, cut at its last epoch (plain tuples: a few dozen
+    numbers per epoch, read without NumPy so a simulation need not import it)."""
 
     app: str
-    batch_sizes: np.ndarray  # measured global batch sizes, ascending; [0] is B0
-    grad_sqr: np.ndarray  # [batch size, epoch]
-    grad_var: np.ndarray  # [batch size, epoch]
-    epoch_progress: np.ndarray  # [epoch]: p_e, the smallest progress recorded at epoch e
+    batch_sizes: tuple[float, ...]  # measured global batch sizes, ascending; [0] is B0
+    grad_sqr: tuple[tuple[float, ...], ...]  # [batch size][epoch]
+    grad_var: tuple[tuple[float, ...], ...]  # [batch size][epoch]
+    epoch_progress: tuple[float, ...]  # [epoch]: p_e, the smallest progress recorded at epoch e
 
     @property
     def initial_batch(self) -> int:
@@ -53,18 +54,19 @@ class EfficiencyTable:
         """Progress at completion (the last epoch's), in steps at the initial batch size."""
         return float(self.epoch_progress[-1])
 
-    def gains(self, batch: float) -> np.ndarray:
+    def gains(self, batch: float) -> list[float]:
         """Progress per step at global batch ``batch``, per epoch."""
-        x = np.log(self.batch_sizes)
-        q = min(max(np.log(max(float(batch), 1.0)), x[0]), x[-1])
-        hi = min(int(np.searchsorted(x, q, side="right")), len(x) - 1)
+        x = [math.log(b) for b in self.batch_sizes]
+        q = min(max(math.log(max(float(batch), 1.0)), x[0]), x[-1])
+        hi = min(bisect_right(x, q), len(x) - 1)
         lo = max(hi - 1, 0)
         w = 0.0 if hi == lo else (q - x[lo]) / (x[hi] - x[lo])
-        sqr = (1 - w) * self.grad_sqr[lo] + w * self.grad_sqr[hi]
-        var = (1 - w) * self.grad_var[lo] + w * self.grad_var[hi]
         scale = float(batch) / self.initial_batch
-        gain: np.ndarray = (var + sqr) / (var / scale + sqr)
-        return gain
+        out = []
+        for sl, sh, vl, vh in zip(self.grad_sqr[lo], self.grad_sqr[hi], self.grad_var[lo], self.grad_var[hi]):
+            sqr, var = (1 - w) * sl + w * sh, (1 - w) * vl + w * vh
+            out.append((var + sqr) / (var / scale + sqr))
+        return out
 
     def steps(self, batch: float) -> float:
         """Optimizer steps at a fixed global ``batch`` from the start to completion."""
@@ -78,8 +80,11 @@ class EfficiencyTable:
 @cache
 def steps_to_complete(table: EfficiencyTable, batch: float) -> float:
     """``table.steps(batch)``, cached per (table, batch): it sums over every epoch."""
-    delta = np.diff(table.epoch_progress, prepend=0.0)
-    return float(np.sum(delta / table.gains(batch)))
+    prev, total = 0.0, 0.0
+    for p, g in zip(table.epoch_progress, table.gains(batch)):
+        total += (p - prev) / g
+        prev = p
+    return total
 
 
 @cache
@@ -100,10 +105,10 @@ def efficiency_table(app: str, epochs: int) -> EfficiencyTable | None:
         var.append([r[2] for r in rows[:epochs]])
     return EfficiencyTable(
         app=app,
-        batch_sizes=np.array(sizes),
-        grad_sqr=np.array(sqr),
-        grad_var=np.array(var),
-        epoch_progress=np.array(progress).min(axis=0),
+        batch_sizes=tuple(sizes),
+        grad_sqr=tuple(tuple(r) for r in sqr),
+        grad_var=tuple(tuple(r) for r in var),
+        epoch_progress=tuple(min(col) for col in zip(*progress)),
     )
 
 

@@ -10,12 +10,14 @@ helpers that policies and the controller place with.)
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableSequence, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from stint.model.allocation import EMPTY, Allocation
 from stint.model.job import JobSpec
 from stint.placement.free_index import ScratchFree
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Placement = dict[int, int]  # node index -> workers
 
@@ -174,6 +176,8 @@ def pack_vectors(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | No
     ``room[i]`` is how many copies of ``d`` node i still holds: the minimum over the resources
     the demand uses of free / demand (vectorised over nodes).
     """
+    import numpy as np  # DRF's vectors only: other policies never import NumPy for placement
+
     if k <= 0:
         return {}
     used = d > 0

@@ -55,7 +55,7 @@ class JobStatus:
     @property
     def held_gpus(self) -> int:
         """GPUs the job's workers hold now."""
-        return sum(c for _, c in self.allocation.workers) * self.spec.gpus_per_worker
+        return self.allocation.num_workers * self.spec.gpus_per_worker
 
     def work_done_at(self, now: float) -> float:
         """Work done by ``now`` (equals ``work_done`` when progress is not lazy)."""

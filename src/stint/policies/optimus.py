@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import JobSpec
@@ -65,8 +64,30 @@ class SpeedModel:
                 ys.append(1.0 / r)
         if not rows:
             return SpeedModel(0.0, 0.0, 0.0)
-        coef, _ = nnls(np.array(rows), np.array(ys))
+        coef = nnls3(np.array(rows), np.array(ys))
         return SpeedModel(float(coef[0]), float(coef[1]), float(coef[2]))
+
+
+def nnls3(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin ||a x - y|| over x >= 0, for a few columns: the least-squares solution on each
+    subset of the columns (the others held at 0), the best of those that are non-negative.
+
+    The problem is convex and its optimum is the unconstrained solution on its own support, so
+    this is exact (SciPy's ``nnls`` gives the same point); with three columns it is 7 small
+    solves, and it spares importing ``scipy.optimize`` (about 0.5 CPU-s) for Optimus runs.
+    """
+    best, best_res = np.zeros(a.shape[1]), float(np.sum(y * y))
+    for mask in range(1, 1 << a.shape[1]):
+        cols = [j for j in range(a.shape[1]) if mask >> j & 1]
+        sol = np.linalg.lstsq(a[:, cols], y, rcond=None)[0]
+        if (sol < 0).any():
+            continue
+        x = np.zeros(a.shape[1])
+        x[cols] = sol
+        res = float(np.sum((a @ x - y) ** 2))
+        if res < best_res - 1e-15 * max(best_res, 1e-300):
+            best, best_res = x, res
+    return best
 
 
 def _packed(n: int, per_node: int) -> Allocation:

@@ -8,10 +8,13 @@ Rules, in the paper's terms:
    as the Pollux artifact configures Tiresias). New jobs enter Q0.
 3. Within a queue, jobs are served first-come-first-served by the time they entered it (a demoted
    job goes to the back of its new queue).
-4. A waiting job preempts running jobs of strictly lower queues, never one of its own queue
-   (which would thrash). ``strict_order=True`` preempts any running job after it in the order
-   (a lower queue, or the same queue entered later), as Pollux's implementation does by
-   re-deriving who runs from the order at every pass.
+4. A waiting job preempts any running job after it in the order: of a lower queue, or of its
+   own queue entered later. This is the paper's algorithm (who runs is re-derived from the order
+   at every pass, in queue order, first fit), and what both reference implementations do (the
+   Tiresias authors' simulator and Pollux's); within a queue the order is stable (entry time), so
+   it does not thrash. ``strict_order=False`` preempts only for strictly lower queues (a
+   gentler variant: fewer restarts, but a large job that waits cannot reclaim GPUs from later
+   small jobs of its own queue).
 5. Starvation: a paused job that has waited ``promote_knob`` times its executed time (since its
    last promotion) is promoted to Q0, entering it at that moment, and its attained service is
    counted afresh from there (the paper's PROMOTE_KNOB; 0, the default as in the Pollux
@@ -49,7 +52,7 @@ class Tiresias(PolicyBase):
         tick_s: float = 60.0,
         placement: str = "consolidated",
         max_skip: int = 64,
-        strict_order: bool = False,
+        strict_order: bool = True,
     ) -> None:
         if list(thresholds_gpu_s) != sorted(thresholds_gpu_s) or any(t <= 0 for t in thresholds_gpu_s):
             raise ValueError(f"tiresias: thresholds must be positive and increasing, got {thresholds_gpu_s}")

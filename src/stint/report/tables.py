@@ -1,11 +1,9 @@
-"""Rich tables of run summaries, shared by ``stint sim`` and ``stint serve``."""
+"""The summary table ``stint sim`` prints: plain aligned text (no Rich to import)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from rich.table import Table
 
 COLUMNS = [
     ("completed", "done", "{:,}"),
@@ -30,12 +28,14 @@ def fmt(value: Any, style: str) -> str:
     return style.format(value)
 
 
-def summary_table(summaries: Mapping[str, Mapping[str, Any]], title: str = "") -> Table:
+def plain_table(summaries: Mapping[str, Mapping[str, Any]], title: str = "") -> str:
     """One row per policy; columns absent from a summary are left blank."""
-    table = Table(title=title or None)
-    table.add_column("policy", style="bold")
-    for _, label, _ in COLUMNS:
-        table.add_column(label, justify="right")
-    for policy, s in summaries.items():
-        table.add_row(policy, *(fmt(s[k], st) if k in s else "" for k, _, st in COLUMNS))
-    return table
+    head = ["policy", *(label for _, label, _ in COLUMNS)]
+    rows = [[policy, *(fmt(s[k], st) if k in s else "" for k, _, st in COLUMNS)] for policy, s in summaries.items()]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    body = [line(head), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+    return "\n".join(([title] if title else []) + body)

@@ -1,213 +1,219 @@
-"""``stint sim``: compare scheduling policies on a trace (see docs/simulator.md)."""
+"""``stint sim`` and ``stint sweep``: compare scheduling policies on a trace (see docs/simulator.md).
+
+``stint sim`` is parsed with the standard library's argparse and imports only what the run uses
+(no Typer, Rich, NumPy or SciPy unless a policy, a progress bar on a terminal or the plots need
+them), so a whole small simulation costs little more than the interpreter's start-up;
+``stint.cli.main`` sends ``sim`` here before building the Typer app.
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from stint.sim.traces import Filters
 
 if TYPE_CHECKING:
+    import typer
+
+    from stint.report.html import Timeline
     from stint.sim.fleet_run import FleetConfig
     from stint.sim.metrics import RunResult
 
+SIM_HELP = ("Simulate policies on a trace; write summary.json and <policy>/jobs.csv to OUT, and with "
+            "--plots the PNG plots (after the summary and the table are out).")
+
 
 def register(app: typer.Typer) -> None:
-    """Add this layer's commands to the ``stint`` app."""
-    app.command("sim")(sim)
+    """Add this layer's commands to the ``stint`` app (``sim`` passes its arguments to ``main``)."""
+    import typer
+
+    def sim(ctx: typer.Context) -> None:
+        code = main(list(ctx.args))
+        if code:
+            raise typer.Exit(code)
+
+    sim.__annotations__ = {"ctx": typer.Context, "return": None}  # Typer reads them; typer is local here
+    app.command("sim", help=SIM_HELP, add_help_option=False,
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(sim)
+
+    from stint.sim.sweep_cli import sweep
+
     app.command("sweep")(sweep)
 
 
-def sim(
-    trace: Annotated[str, typer.Option(help="'philly', 'pollux:N' (N=1..8) or a CSV path.")] = "philly",
-    policy: Annotated[str | None, typer.Option(
-        help="Comma-separated policy names [default: fifo,srtf,drf,tiresias].")] = None,
-    config: Annotated[Path | None, typer.Option(help="A TOML config file: [policy] name, "
-                                                "[policy.options] and [tiers] targets (flags "
-                                                "win; a serve config's other tables are "
-                                                "checked, not used).")] = None,
-    policy_opt: Annotated[list[str] | None, typer.Option(
-        help="A policy parameter, KEY=VALUE (POLICY.KEY=VALUE for one of several); repeatable. "
-        "`stint policies` lists each policy's keys.")] = None,
-    gpus: Annotated[int | None, typer.Option(help="Cluster size in GPUs, as nodes of 8 GPUs.")] = None,
-    nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for the fields a trace lacks (utility, tier).")] = 0,
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("results"),
-    format: Annotated[str, typer.Option(help="'table' (Rich) or 'json' (summary on stdout).")] = "table",
-    limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs (by arrival).")] = None,
-    vc: Annotated[str | None, typer.Option(help="Keep only this virtual cluster (Philly).")] = None,
-    start_s: Annotated[float | None, typer.Option(help="Keep jobs submitted from this offset (s).")] = None,
-    end_s: Annotated[float | None, typer.Option(help="Keep jobs submitted before this offset (s).")] = None,
-    restart_s: Annotated[
-        float | None,
-        typer.Option(help="Cost (s) of every resume/resize/migrate, and of the first start where the "
-                     "trace's format charges one (Pollux). Default: 30."),
-    ] = None,
-    elastic: Annotated[bool, typer.Option(help="Make rigid jobs elastic: req/2 to 2*req workers.")] = False,
-    decide_every: Annotated[
-        float | None,
-        typer.Option(help="Call policies only every S seconds (Pollux's simulator: 60), not at every event."),
-    ] = None,
-    job_model: Annotated[
-        str,
-        typer.Option(help="Pollux traces: 'auto' (Pollux's efficiency-weighted progress where the tables "
-                     "exist) or 'samples' (epochs x samples per epoch)."),
-    ] = "auto",
-    batch: Annotated[
-        str,
-        typer.Option(help="Pollux traces: 'fixed' (jobs keep the trace's batch size), 'adaptive' (jobs pick "
-                     "the batch with the most goodput on each allocation) or 'auto' (adaptive under pollux)."),
-    ] = "auto",
-    tiers: Annotated[str | None, typer.Option(
-        help="Tier shares by job count for traces without tiers, e.g. premium=0.1,standard=0.3,basic=0.6 "
-        "[default: 0.1, 0.6, 0.3].")] = None,
-    plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
-    report: Annotated[Path | None, typer.Option(help="Also write DIR/report.html: the run on one "
-                                                "self-contained page (opens from disk, no network).")] = None,
-    report_window: Annotated[str, typer.Option(help="With --report: the timeline's window, START:END "
-                                               "in hours since the first arrival.")] = "0:6",
-    fleet: Annotated[Path | None, typer.Option(help="A fleet TOML (docs/fleet.md): simulate regions of "
-                                               "clusters under global schedulers.")] = None,
-    global_: Annotated[str, typer.Option("--global", help="With --fleet: comma-separated global "
-                                         "schedulers (gain, static, least-loaded).")] = "gain,static,least-loaded",
-    global_opt: Annotated[list[str] | None, typer.Option(help="With --fleet: a global scheduler "
-                                                         "parameter, KEY=VALUE; repeatable.")] = None,
-    fleet_jobs: Annotated[int | None, typer.Option(help="With --fleet: generate N jobs from Philly's "
-                                                   "distributions instead of reading --trace.")] = None,
-    load: Annotated[float, typer.Option(help="With --fleet-jobs: offered load.")] = 0.8,
-) -> None:
-    """Simulate policies on a trace; write summary.json, <policy>/jobs.csv and plots to OUT."""
-    import json
-    import sys
+def parser() -> argparse.ArgumentParser:
+    """``stint sim``'s options (the one definition; ``stint sim --help`` prints them)."""
+    p = argparse.ArgumentParser(prog="stint sim", description=SIM_HELP)
+    a = p.add_argument
+    a("--trace", default="philly", help="'philly', 'pollux:N' (N=1..8) or a CSV path [default: philly].")
+    a("--policy", help="Comma-separated policy names [default: fifo,srtf,drf,tiresias].")
+    a("--config", type=Path, help="A TOML config file: [policy] name, [policy.options] and [tiers] "
+      "targets (flags win; a serve config's other tables are checked, not used).")
+    a("--policy-opt", action="append", metavar="KEY=VALUE",
+      help="A policy parameter (POLICY.KEY=VALUE for one of several); repeatable. "
+      "`stint policies --options` lists each policy's keys.")
+    a("--gpus", type=int, help="Cluster size in GPUs, as nodes of 8 GPUs.")
+    a("--nodes", type=int, help="Number of nodes.")
+    a("--gpus-per-node", type=int, help="GPUs per node.")
+    a("--seed", type=int, default=0, help="Seed for the fields a trace lacks (utility, tier) [default: 0].")
+    a("--out", type=Path, default=Path("results"), help="Output directory [default: results].")
+    a("--format", default="table", help="'table' or 'json' (summary on stdout) [default: table].")
+    a("--limit", type=int, help="Keep only the first N jobs (by arrival).")
+    a("--vc", help="Keep only this virtual cluster (Philly).")
+    a("--start-s", type=float, help="Keep jobs submitted from this offset (s).")
+    a("--end-s", type=float, help="Keep jobs submitted before this offset (s).")
+    a("--restart-s", type=float, help="Cost (s) of every resume/resize/migrate, and of the first start "
+      "where the trace's format charges one (Pollux). Default: 30.")
+    a("--elastic", action=argparse.BooleanOptionalAction, default=False,
+      help="Make rigid jobs elastic: req/2 to 2*req workers [default: no].")
+    a("--decide-every", type=float, metavar="S",
+      help="Call policies only every S seconds (Pollux's simulator: 60), not at every event.")
+    a("--job-model", default="auto", help="Pollux traces: 'auto' (Pollux's efficiency-weighted progress "
+      "where the tables exist) or 'samples' (epochs x samples per epoch) [default: auto].")
+    a("--batch", default="auto", help="Pollux traces: 'fixed' (jobs keep the trace's batch size), "
+      "'adaptive' (jobs pick the batch with the most goodput on each allocation) or 'auto' "
+      "(adaptive under pollux) [default: auto].")
+    a("--tiers", help="Tier shares by job count for traces without tiers, e.g. "
+      "premium=0.1,standard=0.3,basic=0.6 [default: 0.1, 0.6, 0.3].")
+    a("--plots", action=argparse.BooleanOptionalAction, default=False,
+      help="Also write jct_cdf.png and over_time.png, after summary.json and the table (matplotlib's "
+      "import and drawing take 0.5-1 s) [default: no].")
+    a("--report", type=Path, metavar="DIR", help="Also write DIR/report.html: the run on one "
+      "self-contained page (opens from disk, no network).")
+    a("--report-window", default="0:6", metavar="START:END", help="With --report: the timeline's "
+      "window, in hours since the first arrival [default: 0:6].")
+    a("--fleet", type=Path, help="A fleet TOML (docs/fleet.md): simulate regions of clusters under "
+      "global schedulers.")
+    a("--global", dest="global_", default="gain,static,least-loaded",
+      help="With --fleet: comma-separated global schedulers (gain, static, least-loaded).")
+    a("--global-opt", action="append", metavar="KEY=VALUE",
+      help="With --fleet: a global scheduler parameter; repeatable.")
+    a("--fleet-jobs", type=int, metavar="N",
+      help="With --fleet: generate N jobs from Philly's distributions instead of reading --trace.")
+    a("--load", type=float, default=0.8, help="With --fleet-jobs: offered load [default: 0.8].")
+    return p
 
-    from rich.console import Console
 
-    if fleet is not None:
+def _fail(message: str) -> int:
+    sys.stderr.write(message + "\n")
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    """``stint sim ARGV``; returns the exit code (2 for bad input, with a message on stderr)."""
+    args = parser().parse_args(argv)
+    if args.fleet is not None:
         from stint.sim.fleet_run import FleetConfig
 
-        if report is not None:
-            Console(stderr=True, soft_wrap=True).print("[red]error:[/red] --report is for one cluster (not --fleet)")
-            raise typer.Exit(2)
+        if args.report is not None:
+            return _fail("error: --report is for one cluster (not --fleet)")
+        f = Filters(limit=args.limit, vc=args.vc, start_s=args.start_s, end_s=args.end_s)
+        return _fleet(FleetConfig(args.fleet, tuple(g.strip() for g in args.global_.split(",") if g.strip()),
+                                  tuple(args.global_opt or ()), args.policy or "tiresias",
+                                  tuple(args.policy_opt or ()), args.trace, args.fleet_jobs, args.load,
+                                  args.seed, f, args.restart_s), args.out, args.format)
+    return _sim(args)
 
-        _fleet(FleetConfig(fleet, tuple(g.strip() for g in global_.split(",") if g.strip()),
-                           tuple(global_opt or ()), policy or "tiresias", tuple(policy_opt or ()), trace,
-                           fleet_jobs, load, seed, Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
-                           restart_s), out, format)
-        return
 
+def _sim(args: argparse.Namespace) -> int:
     from stint.policies.registry import UnknownPolicyError
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
-    err = Console(stderr=True, soft_wrap=True)
-    if format not in ("table", "json"):
-        err.print(f"[red]--format must be 'table' or 'json' (got {format!r})")
-        raise typer.Exit(2)
-    if gpus is not None and (nodes is not None or gpus_per_node is not None):
-        err.print("[red]give either --gpus or --nodes/--gpus-per-node, not both")
-        raise typer.Exit(2)
-    if gpus is not None:
-        if gpus <= 0 or gpus % 8:
-            err.print(f"[red]--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {gpus}")
-            raise typer.Exit(2)
-        nodes, gpus_per_node = gpus // 8, 8
+    nodes, gpus_per_node = args.nodes, args.gpus_per_node
+    if args.format not in ("table", "json"):
+        return _fail(f"--format must be 'table' or 'json' (got {args.format!r})")
+    if args.gpus is not None and (nodes is not None or gpus_per_node is not None):
+        return _fail("give either --gpus or --nodes/--gpus-per-node, not both")
+    if args.gpus is not None:
+        if args.gpus <= 0 or args.gpus % 8:
+            return _fail(f"--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {args.gpus}")
+        nodes, gpus_per_node = args.gpus // 8, 8
     from stint.config import ConfigError, ServeConfig, merged_options, tier_options
     from stint.config import load as load_config
 
     try:
-        filed = load_config(config) if config is not None else ServeConfig()
+        filed = load_config(args.config) if args.config is not None else ServeConfig()
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        return _fail(f"error: {exc}")
     conf = filed.policy
-    policy = policy or conf.name or "fifo,srtf,drf,tiresias"
-    if job_model not in ("auto", "samples"):
-        err.print(f"[red]--job-model must be 'auto' or 'samples' (got {job_model!r})")
-        raise typer.Exit(2)
-    if batch not in ("auto", "fixed", "adaptive"):
-        err.print(f"[red]--batch must be 'auto', 'fixed' or 'adaptive' (got {batch!r})")
-        raise typer.Exit(2)
-    if restart_s is not None and restart_s < 0:
-        err.print(f"[red]--restart-s must be >= 0 (got {restart_s:g})")
-        raise typer.Exit(2)
+    policy = args.policy or conf.name or "fifo,srtf,drf,tiresias"
+    if args.job_model not in ("auto", "samples"):
+        return _fail(f"--job-model must be 'auto' or 'samples' (got {args.job_model!r})")
+    if args.batch not in ("auto", "fixed", "adaptive"):
+        return _fail(f"--batch must be 'auto', 'fixed' or 'adaptive' (got {args.batch!r})")
+    if args.restart_s is not None and args.restart_s < 0:
+        return _fail(f"--restart-s must be >= 0 (got {args.restart_s:g})")
     try:
-        mix = TierMix.parse(tiers) if tiers is not None else TierMix()
+        mix = TierMix.parse(args.tiers) if args.tiers is not None else TierMix()
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        return _fail(f"error: {exc}")
     try:
-        window = _window(report_window)
+        window = _window(args.report_window)
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    from stint.report.html import Timeline
-
+        return _fail(f"error: {exc}")
     timelines: dict[str, Timeline] = {}
 
     def watch(name: str, first_s: float) -> Timeline:
+        from stint.report.html import Timeline
+
         tl = timelines[name] = Timeline(first_s + window[0] * 3600, first_s + window[1] * 3600)
         return tl
 
     names = tuple(p.strip() for p in policy.split(",") if p.strip())
     cfg = SimConfig(
-        trace=trace,
+        trace=args.trace,
         policies=names,
         policy_options=tier_options(names, filed.tiers)
-        + merged_options(conf.options, tuple(policy_opt or ())),
+        + merged_options(conf.options, tuple(args.policy_opt or ())),
         nodes=nodes,
         gpus_per_node=gpus_per_node,
-        seed=seed,
-        filters=Filters(limit=limit, vc=vc, start_s=start_s, end_s=end_s),
-        restart_s=restart_s,
-        samples=job_model == "samples",
-        batch=batch,
-        elastic=elastic,
-        decision_period_s=decide_every,
+        seed=args.seed,
+        filters=Filters(limit=args.limit, vc=args.vc, start_s=args.start_s, end_s=args.end_s),
+        restart_s=args.restart_s,
+        samples=args.job_model == "samples",
+        batch=args.batch,
+        elastic=args.elastic,
+        decision_period_s=args.decide_every,
         tiers=mix,
         sla=filed.tiers,
     )
+    out: Path = args.out
     try:
-        with _progress(err) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(name: str, done: int, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = bar.add_task(name, total=total)
-                bar.update(tasks[name], completed=done)
-
-            trace_obj, cluster, results = run_all(cfg, progress, watch if report else None)
+        with _ProgressBar() as progress:
+            trace_obj, cluster, results = run_all(cfg, progress, watch if args.report else None)
         summaries = write_results(out, results)
     except (TraceError, UnknownPolicyError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    if format == "json":
+        return _fail(f"error: {exc}")
+    if args.format == "json":
+        import json
+
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
-        sys.stdout.flush()
     else:
-        from stint.report.tables import summary_table
+        from stint.report.tables import plain_table
 
         gpn = cluster.nodes[0].capacity.gpu
         title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
-        console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
-        console.print(summary_table(summaries, title=title))
-        console.print(_models_line(results))
-        pngs = ", jct_cdf.png, over_time.png" if plots else ""
-        console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
-    if report is not None:
+        pngs = ", jct_cdf.png, over_time.png" if args.plots else ""
+        sys.stdout.write(f"{plain_table(summaries, title)}\n{_models_line(results)}\n"
+                         f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})\n")
+    sys.stdout.flush()
+    if args.report is not None:
         from stint.report.html import write_report
 
         for name, tl in timelines.items():
             tl.finish({r.job_id: r.finish_s for r in results[name].records})
         gpn = cluster.nodes[0].capacity.gpu
-        page = write_report(report, f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on "
+        page = write_report(args.report, f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on "
                             f"{cluster.num_nodes} x {gpn:g} GPUs", cluster.total_gpus, results,
                             summaries, timelines)
-        err.print(f"report in {page}")
-    if plots:  # after the figures are out: the slowest and least needed part
+        sys.stderr.write(f"report in {page}\n")
+    if args.plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)
+    return 0
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -221,102 +227,50 @@ def _window(text: str) -> tuple[float, float]:
     return a, b
 
 
-def sweep(
-    trace: Annotated[str, typer.Option(help="Comma-separated traces: 'philly', 'pollux:N', "
-                                       "'philly-shaped:N[:GPUS]' or CSV paths.")] = "philly",
-    policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,tiresias",
-    seeds: Annotated[str, typer.Option(help="Comma-separated seeds (fields a trace lacks; generated traces).")] = "0",
-    loads: Annotated[str, typer.Option(help="Comma-separated loads: arrival rate x L (arrival times / L).")] = "1",
-    gpus: Annotated[str | None, typer.Option(help="Comma-separated cluster sizes in GPUs (nodes of 8) "
-                                             "[default: each trace's own cluster].")] = None,
-    limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs of each trace.")] = None,
-    policy_opt: Annotated[list[str] | None, typer.Option(help="As for `stint sim`; repeatable.")] = None,
-    out: Annotated[Path, typer.Option(help="Output directory (finished cells there are not re-run).")] = Path("sweep"),
-    workers: Annotated[int, typer.Option(help="Parallel cells on a local Ray; 1 runs them here, without Ray.")] = 2,
-    ray_address: Annotated[str | None, typer.Option(help="Run on this Ray cluster instead of a local one.")] = None,
-    plots: Annotated[bool, typer.Option(help="Write sweep.png.")] = True,
-) -> None:
-    """Run policies x seeds x loads x cluster sizes x traces; write cells/, sweep.csv, summary.csv, sweep.png."""
-    import sys
+class _ProgressBar:
+    """A Rich progress bar on a terminal's stderr; nothing (and no Rich import) otherwise."""
 
-    from rich.console import Console
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._tasks: dict[str, int] = {}
 
-    from stint.policies.registry import UnknownPolicyError
-    from stint.sim import sweep as sw
-    from stint.sim.traces import Filters, TraceError
+    def __enter__(self) -> Any:
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
 
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        cfg = sw.SweepConfig(
-            traces=_items(trace, str, "--trace"), policies=_items(policy, str, "--policy"),
-            seeds=_items(seeds, int, "--seeds"), loads=_items(loads, float, "--loads"),
-            gpus=_items(gpus, int, "--gpus") if gpus else (None,),
-            filters=Filters(limit=limit), policy_options=tuple(policy_opt or ()),
-        )
-        if workers < 1:
-            raise ValueError(f"--workers must be >= 1 (got {workers})")
-        runner = sw.in_process(cfg) if workers == 1 and not ray_address else sw.on_ray(cfg, ray_address, workers)
-        with _progress(err) as bar:
-            task = bar.add_task("cells", total=len(cfg.cells()))
-            rows = sw.run_sweep(cfg, out, runner, lambda done, total: bar.update(task, completed=done))
-    except (TraceError, UnknownPolicyError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        done = len(cfg.cells()) - len(sw.pending(cfg, out))
-        err.print(f"interrupted: {done} of {len(cfg.cells())} cells recorded in {out}/cells; "
-                  "run the same command again to resume")
-        raise typer.Exit(130) from None
-    summary = sw.aggregate(rows)
-    Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(summary))
-    if plots:
-        sw.plot(out, summary)
-    pngs = ", sweep.png" if plots else ""
-    err.print(f"results in {out}/ (cells/, sweep.csv, summary.csv{pngs})")
+        self._bar = rich_progress(Console(stderr=True))
+        self._bar.__enter__()
+        return self.update
+
+    def update(self, name: str, done: int, total: int) -> None:
+        if name not in self._tasks:
+            self._tasks[name] = self._bar.add_task(name, total=total)
+        self._bar.update(self._tasks[name], completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
 
 
-def _items(text: str, kind: type, flag: str) -> tuple[Any, ...]:
-    try:
-        return tuple(kind(x.strip()) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ValueError(f"{flag}: expected comma-separated {kind.__name__} values, got {text!r}") from None
-
-
-def sweep_table(summary: list[dict[str, Any]]) -> Any:
-    """Mean +- standard deviation over seeds per cell."""
-    from rich.table import Table
-
-    table = Table(title="sweep: mean ± std over seeds")
-    for col in ("trace", "policy", "load", "GPUs", "seeds", "avg JCT s", "p99 JCT s", "makespan s", "util"):
-        table.add_column(col, justify="left" if col in ("trace", "policy") else "right")
-    for r in sorted(summary, key=lambda r: (r["trace"], r["gpus"], r["load"], r["policy"])):
-        def ms(k: str, fmt: str = ",.0f", r: dict[str, Any] = r) -> str:
-            return f"{r[k + '_mean']:{fmt}} ± {r[k + '_std']:{fmt}}"
-        table.add_row(r["trace"], r["policy"], f"{r['load']:g}", str(r["gpus"]), str(r["seeds"]),
-                      ms("avg_jct_s"), ms("p99_jct_s"), ms("makespan_s"), ms("gpu_utilization", ".2f"))
-    return table
-def _fleet(cfg: FleetConfig, out: Path, format: str) -> None:
+def _fleet(cfg: FleetConfig, out: Path, format: str) -> int:
     """``stint sim --fleet``: run, write, print (errors in the user's input exit 2 with a message)."""
-    import json
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
     from stint.sim.fleet_run import TABLE_HEADER, run_fleets, table_rows, write_fleet_results
 
-    err = Console(stderr=True, soft_wrap=True)
     if "," in cfg.policy:
-        err.print("[red]error:[/red] with --fleet, --policy names one cluster policy (each cluster runs its own)")
-        raise typer.Exit(2)
+        return _fail("error: with --fleet, --policy names one cluster policy (each cluster runs its own)")
     try:
         summaries = write_fleet_results(out, run_fleets(cfg))
     except ValueError as exc:  # FleetError, TraceError, unknown names and options
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        return _fail(f"error: {exc}")
     if format == "json":
+        import json
+
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
-        return
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
     first = next(iter(summaries.values()))
     table = Table(title=f"{first['jobs']:,} jobs on {first['gpus']:,} GPUs in {first['clusters']} clusters, "
                   f"{cfg.policy} in each")
@@ -326,6 +280,7 @@ def _fleet(cfg: FleetConfig, out: Path, format: str) -> None:
         table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     Console().print(f"results in {out}/ (summary.json, <global>/jobs.csv)")
+    return 0
 
 
 def _models_line(results: dict[str, RunResult]) -> str:
@@ -339,7 +294,7 @@ def _models_line(results: dict[str, RunResult]) -> str:
     return f"job model: {first.job_model}; costs: {costs}; batch: {batches}"
 
 
-def _progress(console: Any) -> Any:
+def rich_progress(console: Any) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(

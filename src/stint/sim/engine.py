@@ -438,7 +438,7 @@ class Simulator:
     def _requested_ideal_s(self, spec: JobSpec) -> float:
         """Run time alone at the requested size packed on the fewest nodes (the SLA's ideal)."""
         gpw = max(spec.gpus_per_worker, 1)
-        per_node = max(int(max(c[0] for c in self._ledger.capacity)) // gpw, 1)
+        per_node = max(self._node_gpus // gpw, 1)  # the largest node, found once (not per job)
         full, rest = divmod(spec.requested_workers, per_node)
         nodes = dict.fromkeys(range(full), per_node)
         if rest:

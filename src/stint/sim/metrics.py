@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field, fields
 from typing import Any
-
-import numpy as np
 
 from stint.model.job import Tier
 from stint.model.sla import SlaTargets, attainment
@@ -102,23 +101,23 @@ class RunResult:
 
     def summary(self) -> dict[str, Any]:
         done = [r for r in self.records if r.completed]
-        jct = np.fromiter((r.jct_s for r in done), dtype=float, count=len(done))
-        lat_ms = np.frombuffer(self.latencies_s, dtype=float) * 1e3 if len(self.latencies_s) else np.zeros(1)
+        jct = sorted(r.jct_s for r in done)
+        lat_ms = sorted(x * 1e3 for x in self.latencies_s) or [0.0]
         span = max(self.last_finish_s - self.start_s, 0.0)
 
         def pct(q: float) -> float:
-            return float(np.percentile(jct, q)) if len(jct) else 0.0
+            return percentile(jct, q) if jct else 0.0
 
         return {
             "jobs": len(self.records),
             "refused_actions": len(self.refusals),
             "completed": len(done),
             "rejected": len(self.records) - len(done),
-            "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
+            "avg_jct_s": mean(jct) if jct else 0.0,
             "median_jct_s": pct(50),
             "p95_jct_s": pct(95),
             "p99_jct_s": pct(99),
-            "avg_queue_s": float(np.mean([r.queue_s for r in done])) if done else 0.0,
+            "avg_queue_s": mean([r.queue_s for r in done]) if done else 0.0,
             "makespan_s": span,
             "gpu_utilization": self.busy_gpu_s / (self.total_gpus * span) if span > 0 else 0.0,
             "total_utility": float(sum(r.utility for r in self.records)),
@@ -126,8 +125,8 @@ class RunResult:
             "migrations": int(sum(r.migrations for r in self.records)),
             "resizes": int(sum(r.resizes for r in self.records)),
             "policy_calls": len(self.latencies_s),
-            "policy_latency_ms_mean": float(lat_ms.mean()),
-            "policy_latency_ms_p99": float(np.percentile(lat_ms, 99)),
+            "policy_latency_ms_mean": mean(lat_ms),
+            "policy_latency_ms_p99": percentile(lat_ms, 99),
             "events": self.events,
             "wall_s": self.wall_s,
             "cpu_s": self.cpu_s,
@@ -149,16 +148,31 @@ def tier_summary(records: list[JobRecord], sla: SlaTargets) -> dict[str, dict[st
         rs = [r for r in records if r.tier == tier.value]
         if not rs:
             continue
-        att = np.array([r.attainment for r in rs])
-        jct = np.array([r.jct_s for r in rs if r.completed])
+        att = [r.attainment for r in rs]
+        jct = sorted(r.jct_s for r in rs if r.completed)
         out[tier.value] = {
             "jobs": len(rs),
             "completed": int(sum(r.completed for r in rs)),
             "sla_target": sla.of(tier),
-            "sla_met_fraction": float(np.mean([r.completed and sla.met(tier, a) for r, a in zip(rs, att, strict=True)])),
-            "mean_attainment": float(att.mean()),
-            "p5_attainment": float(np.percentile(att, 5)),
-            "avg_jct_s": float(jct.mean()) if len(jct) else 0.0,
-            "p99_jct_s": float(np.percentile(jct, 99)) if len(jct) else 0.0,
+            "sla_met_fraction": mean([float(r.completed and sla.met(tier, a)) for r, a in zip(rs, att, strict=True)]),
+            "mean_attainment": mean(att),
+            "p5_attainment": percentile(sorted(att), 5),
+            "avg_jct_s": mean(jct) if jct else 0.0,
+            "p99_jct_s": percentile(jct, 99) if jct else 0.0,
         }
     return out
+
+
+def mean(values: list[float]) -> float:
+    """Arithmetic mean (exactly rounded sum), of a non-empty list."""
+    return math.fsum(values) / len(values)
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q``-th percentile of non-empty ascending ``ordered``, interpolated linearly between
+    the closest ranks (``numpy.percentile``'s default method), without NumPy."""
+    i = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(i)
+    hi = min(lo + 1, len(ordered) - 1)
+    a, b, t = ordered[lo], ordered[hi], i - lo
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -131,6 +130,8 @@ def write_staged(out: Path, tables: Mapping[str, tuple[Sequence[str], Iterable[S
     """``<name>/jobs.csv`` per table (header, rows) and ``summary.json``, staged in a temporary
     directory and moved into ``out`` with ``summary.json`` last (a failed run leaves none)."""
     out.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
         staging = Path(tmp)
         for name, (header, rows) in tables.items():
@@ -145,6 +146,8 @@ def write_staged(out: Path, tables: Mapping[str, tuple[Sequence[str], Iterable[S
 
 def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
     """``jct_cdf.png`` and ``over_time.png`` (matplotlib is imported only here)."""
+    import tempfile
+
     from stint.report.plots import jct_cdf, over_time
 
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
