@@ -62,6 +62,9 @@ def sim(
     tiers: Annotated[str | None, typer.Option(
         help="Tier shares by job count for traces without tiers, e.g. premium=0.1,standard=0.3,basic=0.6 "
         "[default: 0.1, 0.6, 0.3].")] = None,
+    reservation: Annotated[str | None, typer.Option(
+        help="A daily inference reservation: peak=F,start=H,end=H[,ramp=H] reserves round(F x nodes) "
+        "nodes from hour start to end of the trace's clock every day (docs/simulator.md).")] = None,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (after summary.json).")] = True,
     fleet: Annotated[Path | None, typer.Option(help="A fleet TOML (docs/fleet.md): simulate regions of "
                                                "clusters under global schedulers.")] = None,
@@ -89,6 +92,7 @@ def sim(
         return
 
     from stint.policies.registry import UnknownPolicyError
+    from stint.sim.reservation import Reservation
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
@@ -123,6 +127,7 @@ def sim(
         raise typer.Exit(2)
     try:
         mix = TierMix.parse(tiers) if tiers is not None else TierMix()
+        reserve = Reservation.parse(reservation, seed) if reservation is not None else None
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -140,6 +145,7 @@ def sim(
         elastic=elastic,
         decision_period_s=decide_every,
         tiers=mix,
+        reservation=reserve,
     )
     try:
         with _progress(err) as bar:

@@ -24,6 +24,7 @@ from stint.policies.registry import make_with_options
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
+from stint.sim.reservation import Reservation
 from stint.sim.traces import Filters, TierMix, Trace, load
 
 
@@ -43,6 +44,8 @@ class SimConfig:
     samples: bool = False  # Pollux traces: count samples instead of Pollux's progress
     batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
     tiers: TierMix = field(default_factory=TierMix)  # tier shares for traces without tiers
+    # A daily inference reservation; its ``clock0_s`` is taken from the trace (its time of day).
+    reservation: Reservation | None = None
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -98,11 +101,13 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
     """One policy on a loaded trace, with the config's costs, batch mode and decision period."""
     costs = cfg.cost_model(trace)
     perf, batch = perf_for(trace, name, cfg.batch)
+    reservation = replace(cfg.reservation, clock0_s=trace.clock0_s) if cfg.reservation is not None else None
     sim = Simulator(
         cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
-        on_progress=on_progress, decision_period_s=cfg.decision_period_s,
+        on_progress=on_progress, decision_period_s=cfg.decision_period_s, reservation=reservation,
     )
-    return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch)
+    return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch,
+                   reservation=reservation.as_dict() if reservation is not None else None)
 
 
 def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:
