@@ -85,6 +85,31 @@ def test_a_basic_job_does_not_preempt_another_basic_job() -> None:
     assert r["A"].preemptions == 0 and r["B"].first_start_s == 100
 
 
+@pytest.mark.parametrize("long_s, preempted", [(10000, True), (1000, False)])
+def test_a_standard_job_takes_from_a_less_urgent_one_of_its_tier(long_s: float, preempted: bool) -> None:
+    # L (standard, 4 GPUs) fills the node at 0; S (standard, 1 GPU, 100 s) at 400. S's slack:
+    # deadline 400 + 60 + 100 / 0.7 = 602.9, minus 400 + 30 + 100: 72.9 s. L of 10000 s: deadline
+    # 60 + 10000 / 0.7 = 14345.7, slack 14345.7 - 430 - 9600 = 4315.7, after a preemption
+    # (30 + 300) 3985.7 > 72.9 + 300: L is preempted, S runs 400-500 and L ends at 10100.
+    # L of 1000 s: slack 1488.6 - 430 - 600 = 458.6, after 128.6 < 372.9: S waits for L (1000).
+    r, pol = run([job("L", 0, 4, long_s, Tier.STANDARD), job("S", 400, 1, 100, Tier.STANDARD)])
+    assert r["L"].preemptions == int(preempted)
+    if preempted:
+        assert (r["S"].jct_s, r["L"].finish_s) == (100, 10100)
+        assert (400.0, "L", "preempted for standard job S") in pol.explained
+    else:
+        assert r["S"].first_start_s == 1000
+
+
+def test_basic_jobs_wait_by_response_ratio_not_arrival() -> None:
+    # A (basic) holds the node 0-1000; B (10000 s) comes at 10, C (100 s) at 20. At 1000 the
+    # projected attainments are B 10000 / (1000 + 30 + 10000 - 10 - 60) = 0.90 and C
+    # 100 / (1000 + 30 + 100 - 20 - 60) = 0.10: C, the lower, goes first (1000-1100), then B.
+    r, _ = run([job("A", 0, 4, 1000, Tier.BASIC), job("B", 10, 4, 10000, Tier.BASIC),
+                job("C", 20, 4, 100, Tier.BASIC)])
+    assert (r["C"].first_start_s, r["B"].first_start_s) == (1000, 1100)
+
+
 def test_an_elastic_job_starts_on_idle_gpus_up_to_its_maximum() -> None:
     # E requests 2 of max 4 (counts 1, 2, 4), alone: rule 7 gives it all 4 (saves 1000 - 500 s
     # > 2 x 30 s), so its 1000 s of work at 2 workers take 500 s.

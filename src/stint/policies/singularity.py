@@ -15,22 +15,30 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
    rejected with the reason.
 2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
-   their target (at their largest size, after one restart) before those that cannot; (c) less slack first (among those that
-   can); (d) earlier arrival; (e) job id. Each takes, at its requested size (placement consolidated): free GPUs;
-   else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
-   the capacity reclaimed by rule 3.
+   their target (at their largest size, after one restart) before those that cannot; (c) among
+   those that can, less slack first (earliest deadline); among the others and basic jobs, the
+   lowest projected attainment first (highest response ratio: a short job that waited long goes
+   before a long one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
+   Each takes, at its requested size (placement consolidated): free GPUs; else, if free GPUs
+   suffice but are fragmented, a migration of one running job (rule 5); else the capacity
+   reclaimed by rule 3.
 3. Reclaiming, in this order, stopping as soon as the waiting job fits: (a) *give back*: jobs
    grown above their requested size return to it (any tier; hysteresis does not apply to returning
    borrowed GPUs); (b) *shrink* jobs of a strictly lower tier, just enough, to a smaller size they
    can run on; (c) *time-slice* the waiting job itself: start it on the largest feasible count
    below its request that fits (fewer workers than logical ranks, which the SDK supports), if its
    projected attainment there still meets its target; (d) *preempt* jobs of a strictly lower tier.
+   In (b) and (d), a waiting job that has a target and can still meet it also takes from jobs of
+   its own tier that are less urgent (earliest deadline first, with preemption): a job of its tier
+   whose slack after the action still exceeds the waiting job's slack by ``min_hold_s``.
    Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier, the
    largest surplus (furthest above its SLA) first; (iii) the latest arrival; (iv) job id.
 4. A premium or standard victim is touched only if its slack stays positive after the action: a
    shrink costs it restart_s plus the slower rate on its remaining work; a preemption costs it
    restart_s plus ``min_hold_s`` (the shortest it will be away). Hysteresis: a job this policy
-   changed within ``min_hold_s`` is not shrunk, preempted, migrated or grown again.
+   changed within ``min_hold_s`` is not shrunk, preempted, migrated or grown again. (A victim of
+   its own tier keeps ``min_hold_s`` more slack than the job that displaced it: it waits at
+   least that long before it could be urgent enough to take its GPUs back.)
 5. Defragmentation: when the free GPUs would fit the waiting job but not its workers' shape, one
    running job (victim order, rule 3) on the most nearly fitting node is migrated to other nodes.
 6. Gain versus cost: a reclaim or migration is committed only if the waiting job's gain
@@ -78,11 +86,16 @@ class Facts:
     def job_id(self) -> str:
         return self.st.job_id
 
+    @property
+    def on_time(self) -> bool:
+        """It has a target and can still meet it (rule 2 (b))."""
+        return self.target is not None and not self.late
+
     def serve_key(self) -> tuple[int, bool, float, float, str]:
-        """Rules 2 and 7: higher tier, can still meet its target, less slack, earlier arrival,
-        job id."""
-        late = self.late
-        return (-self.rank, late, 0.0 if late else self.slack_s, self.st.spec.arrival_s, self.job_id)
+        """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can)
+        or lower projected attainment (the others), earlier arrival, job id."""
+        return (-self.rank, not self.on_time, self.slack_s if self.on_time else self.surplus,
+                self.st.spec.arrival_s, self.job_id)
 
     def victim_key(self) -> tuple[int, float, float, str]:
         """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
@@ -218,6 +231,8 @@ class Singularity(PolicyBase):
         lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
         if sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
+        if w.on_time:  # rule 3: less urgent jobs of its own tier too
+            lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations]
         steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
                  ("shrink", lower), ("time-slice", []), ("preempt", lower))
         for step, victims in steps:
@@ -252,7 +267,7 @@ class Singularity(PolicyBase):
             if n <= spec.requested_workers or to <= 0:
                 return False
         else:
-            if v.rank >= w.rank or self._held(v, view.now):
+            if v.rank > w.rank or (v.rank == w.rank and not w.on_time) or self._held(v, view.now):
                 return False
             if step == "shrink":
                 short = w.st.spec.requested_workers * w.st.spec.gpus_per_worker - sum(s.free)
@@ -262,7 +277,8 @@ class Singularity(PolicyBase):
             else:
                 to = 0
         new = _without(have, n - to)
-        if not self._touchable(view, v, new):
+        margin = max(w.slack_s, 0.0) + self.min_hold_s if v.rank == w.rank and step != "give back" else 0.0
+        if not self._touchable(view, v, new, margin):
             return False
         give(s.free, have, spec.gpus_per_worker)
         take(s.free, new, spec.gpus_per_worker)
@@ -380,17 +396,18 @@ class Singularity(PolicyBase):
         left = (spec.work - f.st.work_done_at(view.now)) / rate if rate > 0 else math.inf
         return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
 
-    def _touchable(self, view: ClusterView, v: Facts, new: Allocation) -> bool:
-        """Rule 4: a tiered victim keeps positive slack after the change."""
+    def _touchable(self, view: ClusterView, v: Facts, new: Allocation, margin: float = 0.0) -> bool:
+        """Rule 4: a tiered victim keeps more than ``margin`` (0, or rule 3's own-tier margin)
+        of slack after the change."""
         if v.target is None:
             return True
         if not new:
-            return v.slack_s - self.restart_s - self.min_hold_s > 0
+            return v.slack_s - self.restart_s - self.min_hold_s > margin
         rate = self._rate(view, v.st, new)
         if rate <= 0:
             return False
         delay = self.restart_s + max(0.0, v.remaining_s * (v.rate_req / rate - 1.0))
-        return v.slack_s - delay > 0
+        return v.slack_s - delay > margin
 
     def _held(self, f: Facts, now: float) -> bool:
         return now - self._moved.get(f.job_id, -math.inf) < self.min_hold_s
