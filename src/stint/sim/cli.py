@@ -172,7 +172,7 @@ def sim(
         console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get every column
         console.print(summary_table(summaries, title=title))
         console.print(_models_line(results))
-        pngs = ", jct_cdf.png, over_time.png" if plots else ""
+        pngs = ", jct_cdf.png, over_time.png, tiers.png" if plots else ""
         console.print(f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})")
     if plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)

@@ -1,7 +1,7 @@
 """Run several policies on one trace and write the results (the body of ``stint sim``).
 
 Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, then
-``jct_cdf.png`` and ``over_time.png``. Nothing is written until every policy has finished, so an
+``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (attainment and JCT CDFs per SLA tier). Nothing is written until every policy has finished, so an
 interrupted or failed run never leaves a summary that looks complete; the plots come after the
 summary, so its figures never wait for matplotlib.
 """
@@ -137,13 +137,21 @@ def write_staged(out: Path, tables: Mapping[str, tuple[Sequence[str], Iterable[S
 
 
 def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
-    """``jct_cdf.png`` and ``over_time.png`` (matplotlib is imported only here)."""
+    """``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (matplotlib is imported only here)."""
+    from stint.model.job import Tier
     from stint.report.plots import jct_cdf, over_time
+    from stint.report.plots import tiers as tier_plot
 
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
         staging = Path(tmp)
         jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
         over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
+        per_tier = {t.value: {n: ([x.attainment for x in r.records if x.tier == t.value],
+                                  [x.jct_s for x in r.records if x.tier == t.value and x.completed])
+                              for n, r in results.items()} for t in Tier}
+        per_tier = {t: v for t, v in per_tier.items() if any(a for a, _ in v.values())}
+        sla = next(iter(results.values())).sla
+        tier_plot(per_tier, {t.value: sla.of(t) for t in Tier}, staging / "tiers.png")
         _move_in(staging, out)
 
 
