@@ -74,6 +74,7 @@ class Facts:
     """What the rules read of one job at one pass."""
 
     st: JobStatus
+    job_id: str
     rank: int
     target: float | None
     rate_req: float  # work units/s at the requested size
@@ -81,25 +82,28 @@ class Facts:
     slack_s: float
     surplus: float
     late: bool = False  # it cannot meet its target even at its largest size from now
+    on_time: bool = False  # it has a target and can still meet it (rule 2 (b))
+    serve: tuple[int, bool, float, float, str] = (0, False, 0.0, 0.0, "")  # serve_key()
+    victim: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # victim_key()
 
-    @property
-    def job_id(self) -> str:
-        return self.st.job_id
-
-    @property
-    def on_time(self) -> bool:
-        """It has a target and can still meet it (rule 2 (b))."""
-        return self.target is not None and not self.late
+    @staticmethod
+    def of(st: JobStatus, rank: int, target: float | None, rate_req: float, remaining_s: float,
+           slack_s: float, surplus: float, late: bool) -> Facts:
+        """The facts with their orderings computed once (a pass sorts by them)."""
+        on_time = target is not None and not late
+        jid, arrival = st.job_id, st.spec.arrival_s
+        return Facts(st, jid, rank, target, rate_req, remaining_s, slack_s, surplus, late, on_time,
+                     (-rank, not on_time, slack_s if on_time else surplus, arrival, jid),
+                     (rank, -surplus, -arrival, jid))
 
     def serve_key(self) -> tuple[int, bool, float, float, str]:
         """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can)
         or lower projected attainment (the others), earlier arrival, job id."""
-        return (-self.rank, not self.on_time, self.slack_s if self.on_time else self.surplus,
-                self.st.spec.arrival_s, self.job_id)
+        return self.serve
 
     def victim_key(self) -> tuple[int, float, float, str]:
         """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
-        return (self.rank, -self.surplus, -self.st.spec.arrival_s, self.job_id)
+        return self.victim
 
 
 @dataclass(slots=True)
@@ -169,11 +173,10 @@ class Singularity(PolicyBase):
         """When a tick could change the plan (``_next_due``); None: only events can."""
         return self._due
 
-    def _next_due(self, view: ClusterView, facts: Mapping[str, Facts], plan: Plan, free: list[int]) -> float | None:
+    def _next_due(self, view: ClusterView, queued: list[Facts], plan: Plan, free: list[int]) -> float | None:
         """Time alone changes a decision only when a hold expires (rule 4) or a waiting job's
         slack falls under ``urgent_s`` (rule 6), and only while a job waits or GPUs are idle."""
-        waiting = [f for f in facts.values() if not f.st.allocation and f.job_id not in plan.allocations
-                   and f.job_id not in plan.reject]
+        waiting = [f for f in queued if f.job_id not in plan.allocations and f.job_id not in plan.reject]
         if not waiting and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
@@ -191,7 +194,8 @@ class Singularity(PolicyBase):
         total = view.cluster.total_gpus
         pool = Victims.of(facts.values())
         reclaims, left = 0, sum(free)
-        for w in sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key):
+        queued = sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key)
+        for w in queued:
             spec = w.st.spec
             smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
             if smallest > total:  # rule 1
@@ -214,7 +218,7 @@ class Singularity(PolicyBase):
             if jid not in facts:
                 self._moved.pop(jid, None)
                 self._req_rate.pop(jid, None)
-        self._due = self._next_due(view, facts, plan, free)
+        self._due = self._next_due(view, queued, plan, free)
         return plan
 
     # ------------------------------------------------------------------------------ rules 2-6
@@ -345,7 +349,8 @@ class Singularity(PolicyBase):
         def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
             return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
 
-        for f in sorted((f for f in facts.values() if (f.job_id not in plan.allocations) == bool(f.st.allocation)
+        for f in sorted((f for f in facts.values() if f.st.spec.min_workers < f.st.spec.max_workers
+                         and (f.job_id not in plan.allocations) == bool(f.st.allocation)
                          and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
             if sum(free) <= 0:
                 return
@@ -380,15 +385,16 @@ class Singularity(PolicyBase):
                 view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
                 view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
         rate, top = rates
-        remaining = (spec.work - st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        left = spec.work - st.work_done_at(view.now)
+        remaining = left / rate if rate > 0 else math.inf
         ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
         if target is not None:
             due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
             slack = due - remaining
-            late = top <= 0 or due < (spec.work - st.work_done_at(view.now)) / top  # even at its largest size
-        return Facts(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+            late = top <= 0 or due < left / top  # even at its largest size
+        return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
