@@ -101,6 +101,20 @@ def test_a_standard_job_takes_from_a_less_urgent_one_of_its_tier(long_s: float, 
         assert r["S"].first_start_s == 1000
 
 
+def test_a_premium_job_reclaims_rather_than_start_too_spread_out() -> None:
+    # 2 nodes x 2 GPUs, each node beyond the first halves a job's speed. Basic 1-GPU jobs: A
+    # (1000 s) and B (5 s) fill node 0 at 0, C (1000 s) takes node 1 at 1; B ends at 5, leaving
+    # one GPU free on each node. P (premium, 2 GPUs, 100 s) at 10 would take 200 s on two nodes
+    # (attainment 100 / (200 + 30 - 60) < 0.95): a basic job is preempted instead and P runs on
+    # one node, 10-110.
+    jobs = [job("A", 0, 1, 1000, Tier.BASIC), job("B", 0, 1, 5, Tier.BASIC), job("C", 1, 1, 1000, Tier.BASIC),
+            job("P", 10, 2, 100, Tier.PREMIUM)]
+    res = Simulator(Cluster.uniform(2, 2), jobs, make("singularity"), ScalingModel(spread_penalty=0.5),
+                    CostModel.free()).run()
+    r = {x.job_id: x for x in res.records}
+    assert r["P"].jct_s == 100 and r["A"].preemptions + r["C"].preemptions == 1
+
+
 def test_basic_jobs_wait_by_response_ratio_not_arrival() -> None:
     # A (basic) holds the node 0-1000; B (10000 s) comes at 10, C (100 s) at 20. At 1000 the
     # projected attainments are B 10000 / (1000 + 30 + 10000 - 10 - 60) = 0.90 and C

@@ -19,9 +19,11 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    those that can, less slack first (earliest deadline); among the others and basic jobs, the
    lowest projected attainment first (highest response ratio: a short job that waited long goes
    before a long one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
-   Each takes, at its requested size (placement consolidated): free GPUs; else, if free GPUs
-   suffice but are fragmented, a migration of one running job (rule 5); else the capacity
-   reclaimed by rule 3.
+   Each takes, at its requested size (placement consolidated): free GPUs, where its projected
+   attainment on that placement meets its target (a job spread over more nodes runs slower);
+   else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
+   the capacity reclaimed by rule 3; else, if the free GPUs held a placement too spread out for
+   its target, that one.
 3. Reclaiming, in this order, stopping as soon as the waiting job fits: (a) *give back*: jobs
    grown above their requested size return to it (any tier; hysteresis does not apply to returning
    borrowed GPUs); (b) *shrink* jobs of a strictly lower tier, just enough, to a smaller size they
@@ -227,13 +229,16 @@ class Singularity(PolicyBase):
         s = Staging(list(free), {}, {})
         n = spec.requested_workers
         got = place(s.free, n, gpw)
-        if got is not None:
+        if got is not None and self._meets(view, w, got):
             return self._start(s, w, got, f"started on {n} workers")
+        spread = got  # it fits, but too spread out to meet its target: reclaim for a better one
         if n * gpw >= pool.blocked.get(w.rank, math.inf):  # a smaller job of its tier found too little
+            if spread is not None:
+                return self._start(s, w, spread, f"started on {n} workers")
             self._time_slice(view, w, s)
             return s
         lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
-        if sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
+        if spread is None and sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
         if w.on_time:  # rule 3: less urgent jobs of its own tier too
             lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations]
@@ -245,13 +250,15 @@ class Singularity(PolicyBase):
             for v in victims:
                 if self._reclaim(view, step, w, v, s):
                     got = place(s.free, n, gpw)
-                    if got is not None:
+                    if got is not None and self._meets(view, w, got):
                         self._start(s, w, got, f"started on {n} workers")
                         break
             if w.job_id in s.changes:
                 break
         if w.job_id not in s.changes:
             pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
+            if spread is not None:  # no better placement could be had: the spread one, now
+                return self._start(Staging(list(free), {}, {}), w, spread, f"started on {n} workers")
         if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
             return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
         return s
@@ -395,6 +402,12 @@ class Singularity(PolicyBase):
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
         return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _meets(self, view: ClusterView, w: Facts, got: dict[int, int]) -> bool:
+        """Rule 2: a placement meets the job's target (its spread may slow it; none: any does)."""
+        if w.target is None:
+            return True
+        return self._projected(view, w, self._rate(view, w.st, Allocation.of(got))) >= w.target
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
