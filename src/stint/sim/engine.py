@@ -509,7 +509,9 @@ class Simulator:
         still to arrive, or one is active and some GPU was used since the last day's window
         opened (a job no policy will ever run does not keep the cycle going)."""
         assert self._spans is not None
-        span = next(self._spans)
+        span = next(self._spans, None)
+        if span is None:  # no node to reserve
+            return
         if span.slot == 0:
             to_come = len(self._table) + len(self._records) < len(self._specs) + len(self.resume_from)
             self._spans_live = to_come or (bool(self._table) and self._busy_gpu_s > self._busy_at_window)

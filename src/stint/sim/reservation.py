@@ -89,6 +89,8 @@ class Reservation:
     def spans(self, from_s: float, nodes: int) -> Iterator[Span]:
         """Every slot's span that ends after ``from_s``, in order of ``take_s`` (endless)."""
         k = self.slots(nodes)
+        if k <= 0:
+            return
         ramp_s, window_s = self.ramp_h * 3600.0, self.window_h * 3600.0
         # The day whose window opens at or before from_s (a window may still be open then).
         day = math.floor((from_s + self.clock0_s - self.start_h * 3600.0) / DAY_S)
