@@ -5,7 +5,10 @@ migrations per job-hour, GPU-hours spent in mechanism (modelled restart delays),
 (premium, standard, basic) the share of jobs meeting the target and the mean and 5th-percentile
 attainment (``stint.model.sla``; targets premium 0.95, standard 0.70, basic best effort), and how
 many basic jobs completed; per-tier JCTs are in ``stint sim``'s summary.json. Tiers are drawn by job count with ``--tiers``
-(default premium 10 %, standard 30 %, basic 60 %, seed 0).
+(default premium 10 %, standard 30 %, basic 60 %, seed 0). Each workload runs with the daily
+inference reservation (``--reservations``, default ``peak=0.3,start=9,end=21``: 30 % of the nodes
+from 9 h to 21 h of the trace's clock, ``stint.sim.reservation``) and without it (``none``);
+utilization leaves the reserved GPU-hours out of its denominator.
 
     .venv/bin/python benchmarks/singularity_tiers.py                 # Philly first 3000 jobs + pollux:6
     .venv/bin/python benchmarks/singularity_tiers.py --limit 0       # the whole Philly trace (slow)
@@ -15,12 +18,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from typing import Any
 
+from stint.sim.reservation import Reservation
 from stint.sim.runner import SimConfig, run_all
 from stint.sim.traces import Filters, TierMix
 
-POLICIES = ("fifo", "tiresias", "optimus", "singularity")
+# Every registered baseline that schedules GPU jobs without parameter servers or slot plans;
+# pollux and fifo-fixed only on Pollux workloads (on Philly, pollux did not finish 2,000 jobs in
+# 300 s and fifo-fixed not the whole trace in 11 CPU-minutes).
+POLICIES = ("fifo", "fifo-fixed", "srtf", "sjf", "drf", "tiresias", "optimus", "pollux", "singularity")
+PHILLY_SKIPS = ("pollux", "fifo-fixed")
 
 
 def table(title: str, cfg: SimConfig) -> str:
@@ -28,9 +37,9 @@ def table(title: str, cfg: SimConfig) -> str:
     trace, cluster, results = run_all(cfg)
     lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
              f"(CPU {time.process_time() - t0:.0f} s)"), "",
-             ("| policy | util | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h | mechanism GPU-h "
+             ("| policy | util | reserved GPU-h | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h | mechanism GPU-h "
              "| premium met / mean / p5 | standard met / mean / p5 | basic mean / p5 | basic done |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         s = r.summary()
         job_h = sum(x.jct_s for x in r.records) / 3600.0 or 1.0
@@ -44,7 +53,7 @@ def table(title: str, cfg: SimConfig) -> str:
             return f"{head}{v['mean_attainment']:.3f} / {v['p5_attainment']:.3f}"
 
         basic = tiers.get("basic", {"completed": 0, "jobs": 0})
-        lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['avg_jct_s'] / 3600:.2f} "
+        lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['reserved_gpu_hours']:,.0f} | {s['avg_jct_s'] / 3600:.2f} "
                      f"| {s['preemptions'] / job_h:.4f} | {s['resizes'] / job_h:.4f} "
                      f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} | {cell('premium')} | {cell('standard')} "
                      f"| {cell('basic', met=False)} | {basic['completed']}/{basic['jobs']} |")
@@ -58,15 +67,24 @@ def main() -> None:
     ap.add_argument("--tiers", default="premium=0.1,standard=0.3,basic=0.6")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reservations", default="peak=0.3,start=9,end=21;none",
+                    help="';'-separated reservations to run each workload with ('none': without)")
+    ap.add_argument("--workloads", default="philly,pollux:6", help="philly and/or pollux:N")
     args = ap.parse_args()
     mix = TierMix.parse(args.tiers)
     policies = tuple(p for p in args.policies.split(",") if p)
-    philly = SimConfig(trace="philly", policies=policies, nodes=args.gpus // 8, gpus_per_node=8,
-                       seed=args.seed, filters=Filters(limit=args.limit or None), tiers=mix)
-    print(table(f"philly (limit {args.limit or 'none'})", philly))
-    print()
-    pollux = SimConfig(trace="pollux:6", policies=policies, seed=args.seed, tiers=mix)
-    print(table("pollux:6", pollux))
+    for workload in args.workloads.split(","):
+        if workload == "philly":
+            cfg = SimConfig(trace="philly", policies=tuple(p for p in policies if p not in PHILLY_SKIPS),
+                            nodes=args.gpus // 8, gpus_per_node=8,
+                            seed=args.seed, filters=Filters(limit=args.limit or None), tiers=mix)
+            title = f"philly (limit {args.limit or 'none'})"
+        else:
+            cfg, title = SimConfig(trace=workload, policies=policies, seed=args.seed, tiers=mix), workload
+        for text in args.reservations.split(";"):
+            reservation = None if text == "none" else Reservation.parse(text, args.seed)
+            print(table(f"{title}, reservation {text}", replace(cfg, reservation=reservation)), flush=True)
+            print()
 
 
 if __name__ == "__main__":

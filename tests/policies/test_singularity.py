@@ -85,6 +85,45 @@ def test_a_basic_job_does_not_preempt_another_basic_job() -> None:
     assert r["A"].preemptions == 0 and r["B"].first_start_s == 100
 
 
+@pytest.mark.parametrize("long_s, preempted", [(10000, True), (1000, False)])
+def test_a_standard_job_takes_from_a_less_urgent_one_of_its_tier(long_s: float, preempted: bool) -> None:
+    # L (standard, 4 GPUs) fills the node at 0; S (standard, 1 GPU, 100 s) at 400. S's slack:
+    # deadline 400 + 60 + 100 / 0.7 = 602.9, minus 400 + 30 + 100: 72.9 s. L of 10000 s: deadline
+    # 60 + 10000 / 0.7 = 14345.7, slack 14345.7 - 430 - 9600 = 4315.7, after a preemption
+    # (30 + 300) 3985.7 > 72.9 + 300: L is preempted, S runs 400-500 and L ends at 10100.
+    # L of 1000 s: slack 1488.6 - 430 - 600 = 458.6, after 128.6 < 372.9: S waits for L (1000).
+    r, pol = run([job("L", 0, 4, long_s, Tier.STANDARD), job("S", 400, 1, 100, Tier.STANDARD)])
+    assert r["L"].preemptions == int(preempted)
+    if preempted:
+        assert (r["S"].jct_s, r["L"].finish_s) == (100, 10100)
+        assert (400.0, "L", "preempted for standard job S") in pol.explained
+    else:
+        assert r["S"].first_start_s == 1000
+
+
+def test_a_premium_job_reclaims_rather_than_start_too_spread_out() -> None:
+    # 2 nodes x 2 GPUs, each node beyond the first halves a job's speed. Basic 1-GPU jobs: A
+    # (1000 s) and B (5 s) fill node 0 at 0, C (1000 s) takes node 1 at 1; B ends at 5, leaving
+    # one GPU free on each node. P (premium, 2 GPUs, 100 s) at 10 would take 200 s on two nodes
+    # (attainment 100 / (200 + 30 - 60) < 0.95): a basic job is preempted instead and P runs on
+    # one node, 10-110.
+    jobs = [job("A", 0, 1, 1000, Tier.BASIC), job("B", 0, 1, 5, Tier.BASIC), job("C", 1, 1, 1000, Tier.BASIC),
+            job("P", 10, 2, 100, Tier.PREMIUM)]
+    res = Simulator(Cluster.uniform(2, 2), jobs, make("singularity"), ScalingModel(spread_penalty=0.5),
+                    CostModel.free()).run()
+    r = {x.job_id: x for x in res.records}
+    assert r["P"].jct_s == 100 and r["A"].preemptions + r["C"].preemptions == 1
+
+
+def test_basic_jobs_wait_by_response_ratio_not_arrival() -> None:
+    # A (basic) holds the node 0-1000; B (10000 s) comes at 10, C (100 s) at 20. At 1000 the
+    # projected attainments are B 10000 / (1000 + 30 + 10000 - 10 - 60) = 0.90 and C
+    # 100 / (1000 + 30 + 100 - 20 - 60) = 0.10: C, the lower, goes first (1000-1100), then B.
+    r, _ = run([job("A", 0, 4, 1000, Tier.BASIC), job("B", 10, 4, 10000, Tier.BASIC),
+                job("C", 20, 4, 100, Tier.BASIC)])
+    assert (r["C"].first_start_s, r["B"].first_start_s) == (1000, 1100)
+
+
 def test_an_elastic_job_starts_on_idle_gpus_up_to_its_maximum() -> None:
     # E requests 2 of max 4 (counts 1, 2, 4), alone: rule 7 gives it all 4 (saves 1000 - 500 s
     # > 2 x 30 s), so its 1000 s of work at 2 workers take 500 s.

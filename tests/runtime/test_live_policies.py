@@ -149,8 +149,9 @@ def test_singularity_shrinks_a_basic_sdk_job_for_a_premium_one(tmp_path: Path) -
         kill_leftover_workers(serve.data_dir)
     b, p = details
     assert (b["state"], p["state"]) == ("succeeded", "succeeded"), (b["reason"], p["reason"])
-    print(f"premium job waited {started['first_start_at'] - started['submitted_at']:.2f} s "
-          "from submission to running")
+    waited = started["first_start_at"] - started["submitted_at"]
+    print(f"premium job waited {waited:.2f} s from submission to running")
+    assert waited < 10.0  # the bar: within seconds on the local executor (measured ~1 s)
     assert during["decision"] == f"shrunk to 1 workers for premium job {premium}"
     assert any(t["dst"] == "resizing" for t in b["transitions"])  # time-sliced onto 1 worker
     assert _digest(log, steps) == _digest(reference, steps)  # no lost work, bitwise

@@ -30,6 +30,7 @@ def test_sim_writes_the_contract(tmp_path):
         assert lines[0].startswith("job_id,arrival_s") and len(lines) == 401
     assert (out / "jct_cdf.png").stat().st_size > 1000
     assert (out / "over_time.png").stat().st_size > 1000
+    assert (out / "tiers.png").stat().st_size > 1000  # attainment and JCT per tier
     assert not list(out.glob(".partial-*"))
     res = CliRunner().invoke(app, ["sim", "--trace", "philly", "--policy", "fifo", "--gpus", "64", "--limit", "50",
                                    "--out", str(tmp_path / "bare"), "--format", "json"])

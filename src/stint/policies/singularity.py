@@ -15,22 +15,32 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
    rejected with the reason.
 2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
-   their target (at their largest size, after one restart) before those that cannot; (c) less slack first (among those that
-   can); (d) earlier arrival; (e) job id. Each takes, at its requested size (placement consolidated): free GPUs;
+   their target (at their largest size, after one restart) before those that cannot; (c) among
+   those that can, less slack first (earliest deadline); among the others and basic jobs, the
+   lowest projected attainment first (highest response ratio: a short job that waited long goes
+   before a long one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
+   Each takes, at its requested size (placement consolidated): free GPUs, where its projected
+   attainment on that placement meets its target (a job spread over more nodes runs slower);
    else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
-   the capacity reclaimed by rule 3.
+   the capacity reclaimed by rule 3; else, if the free GPUs held a placement too spread out for
+   its target, that one.
 3. Reclaiming, in this order, stopping as soon as the waiting job fits: (a) *give back*: jobs
    grown above their requested size return to it (any tier; hysteresis does not apply to returning
    borrowed GPUs); (b) *shrink* jobs of a strictly lower tier, just enough, to a smaller size they
    can run on; (c) *time-slice* the waiting job itself: start it on the largest feasible count
    below its request that fits (fewer workers than logical ranks, which the SDK supports), if its
    projected attainment there still meets its target; (d) *preempt* jobs of a strictly lower tier.
+   In (b) and (d), a waiting job that has a target and can still meet it also takes from jobs of
+   its own tier that are less urgent (earliest deadline first, with preemption): a job of its tier
+   whose slack after the action still exceeds the waiting job's slack by ``min_hold_s``.
    Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier, the
    largest surplus (furthest above its SLA) first; (iii) the latest arrival; (iv) job id.
 4. A premium or standard victim is touched only if its slack stays positive after the action: a
    shrink costs it restart_s plus the slower rate on its remaining work; a preemption costs it
    restart_s plus ``min_hold_s`` (the shortest it will be away). Hysteresis: a job this policy
-   changed within ``min_hold_s`` is not shrunk, preempted, migrated or grown again.
+   changed within ``min_hold_s`` is not shrunk, preempted, migrated or grown again. (A victim of
+   its own tier keeps ``min_hold_s`` more slack than the job that displaced it: it waits at
+   least that long before it could be urgent enough to take its GPUs back.)
 5. Defragmentation: when the free GPUs would fit the waiting job but not its workers' shape, one
    running job (victim order, rule 3) on the most nearly fitting node is migrated to other nodes.
 6. Gain versus cost: a reclaim or migration is committed only if the waiting job's gain
@@ -66,6 +76,7 @@ class Facts:
     """What the rules read of one job at one pass."""
 
     st: JobStatus
+    job_id: str
     rank: int
     target: float | None
     rate_req: float  # work units/s at the requested size
@@ -73,20 +84,28 @@ class Facts:
     slack_s: float
     surplus: float
     late: bool = False  # it cannot meet its target even at its largest size from now
+    on_time: bool = False  # it has a target and can still meet it (rule 2 (b))
+    serve: tuple[int, bool, float, float, str] = (0, False, 0.0, 0.0, "")  # serve_key()
+    victim: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # victim_key()
 
-    @property
-    def job_id(self) -> str:
-        return self.st.job_id
+    @staticmethod
+    def of(st: JobStatus, rank: int, target: float | None, rate_req: float, remaining_s: float,
+           slack_s: float, surplus: float, late: bool) -> Facts:
+        """The facts with their orderings computed once (a pass sorts by them)."""
+        on_time = target is not None and not late
+        jid, arrival = st.job_id, st.spec.arrival_s
+        return Facts(st, jid, rank, target, rate_req, remaining_s, slack_s, surplus, late, on_time,
+                     (-rank, not on_time, slack_s if on_time else surplus, arrival, jid),
+                     (rank, -surplus, -arrival, jid))
 
     def serve_key(self) -> tuple[int, bool, float, float, str]:
-        """Rules 2 and 7: higher tier, can still meet its target, less slack, earlier arrival,
-        job id."""
-        late = self.late
-        return (-self.rank, late, 0.0 if late else self.slack_s, self.st.spec.arrival_s, self.job_id)
+        """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can)
+        or lower projected attainment (the others), earlier arrival, job id."""
+        return self.serve
 
     def victim_key(self) -> tuple[int, float, float, str]:
         """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
-        return (self.rank, -self.surplus, -self.st.spec.arrival_s, self.job_id)
+        return self.victim
 
 
 @dataclass(slots=True)
@@ -156,11 +175,10 @@ class Singularity(PolicyBase):
         """When a tick could change the plan (``_next_due``); None: only events can."""
         return self._due
 
-    def _next_due(self, view: ClusterView, facts: Mapping[str, Facts], plan: Plan, free: list[int]) -> float | None:
+    def _next_due(self, view: ClusterView, queued: list[Facts], plan: Plan, free: list[int]) -> float | None:
         """Time alone changes a decision only when a hold expires (rule 4) or a waiting job's
         slack falls under ``urgent_s`` (rule 6), and only while a job waits or GPUs are idle."""
-        waiting = [f for f in facts.values() if not f.st.allocation and f.job_id not in plan.allocations
-                   and f.job_id not in plan.reject]
+        waiting = [f for f in queued if f.job_id not in plan.allocations and f.job_id not in plan.reject]
         if not waiting and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
@@ -178,7 +196,8 @@ class Singularity(PolicyBase):
         total = view.cluster.total_gpus
         pool = Victims.of(facts.values())
         reclaims, left = 0, sum(free)
-        for w in sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key):
+        queued = sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key)
+        for w in queued:
             spec = w.st.spec
             smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
             if smallest > total:  # rule 1
@@ -201,7 +220,7 @@ class Singularity(PolicyBase):
             if jid not in facts:
                 self._moved.pop(jid, None)
                 self._req_rate.pop(jid, None)
-        self._due = self._next_due(view, facts, plan, free)
+        self._due = self._next_due(view, queued, plan, free)
         return plan
 
     # ------------------------------------------------------------------------------ rules 2-6
@@ -210,14 +229,19 @@ class Singularity(PolicyBase):
         s = Staging(list(free), {}, {})
         n = spec.requested_workers
         got = place(s.free, n, gpw)
-        if got is not None:
+        if got is not None and self._meets(view, w, got):
             return self._start(s, w, got, f"started on {n} workers")
+        spread = got  # it fits, but too spread out to meet its target: reclaim for a better one
         if n * gpw >= pool.blocked.get(w.rank, math.inf):  # a smaller job of its tier found too little
+            if spread is not None:
+                return self._start(s, w, spread, f"started on {n} workers")
             self._time_slice(view, w, s)
             return s
         lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
-        if sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
+        if spread is None and sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
+        if w.on_time:  # rule 3: less urgent jobs of its own tier too
+            lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations]
         steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
                  ("shrink", lower), ("time-slice", []), ("preempt", lower))
         for step, victims in steps:
@@ -226,13 +250,15 @@ class Singularity(PolicyBase):
             for v in victims:
                 if self._reclaim(view, step, w, v, s):
                     got = place(s.free, n, gpw)
-                    if got is not None:
+                    if got is not None and self._meets(view, w, got):
                         self._start(s, w, got, f"started on {n} workers")
                         break
             if w.job_id in s.changes:
                 break
         if w.job_id not in s.changes:
             pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
+            if spread is not None:  # no better placement could be had: the spread one, now
+                return self._start(Staging(list(free), {}, {}), w, spread, f"started on {n} workers")
         if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
             return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
         return s
@@ -252,7 +278,7 @@ class Singularity(PolicyBase):
             if n <= spec.requested_workers or to <= 0:
                 return False
         else:
-            if v.rank >= w.rank or self._held(v, view.now):
+            if v.rank > w.rank or (v.rank == w.rank and not w.on_time) or self._held(v, view.now):
                 return False
             if step == "shrink":
                 short = w.st.spec.requested_workers * w.st.spec.gpus_per_worker - sum(s.free)
@@ -262,7 +288,8 @@ class Singularity(PolicyBase):
             else:
                 to = 0
         new = _without(have, n - to)
-        if not self._touchable(view, v, new):
+        margin = max(w.slack_s, 0.0) + self.min_hold_s if v.rank == w.rank and step != "give back" else 0.0
+        if not self._touchable(view, v, new, margin):
             return False
         give(s.free, have, spec.gpus_per_worker)
         take(s.free, new, spec.gpus_per_worker)
@@ -329,7 +356,8 @@ class Singularity(PolicyBase):
         def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
             return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
 
-        for f in sorted((f for f in facts.values() if (f.job_id not in plan.allocations) == bool(f.st.allocation)
+        for f in sorted((f for f in facts.values() if f.st.spec.min_workers < f.st.spec.max_workers
+                         and (f.job_id not in plan.allocations) == bool(f.st.allocation)
                          and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
             if sum(free) <= 0:
                 return
@@ -364,15 +392,22 @@ class Singularity(PolicyBase):
                 view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
                 view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
         rate, top = rates
-        remaining = (spec.work - st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        left = spec.work - st.work_done_at(view.now)
+        remaining = left / rate if rate > 0 else math.inf
         ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
         if target is not None:
             due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
             slack = due - remaining
-            late = top <= 0 or due < (spec.work - st.work_done_at(view.now)) / top  # even at its largest size
-        return Facts(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+            late = top <= 0 or due < left / top  # even at its largest size
+        return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _meets(self, view: ClusterView, w: Facts, got: dict[int, int]) -> bool:
+        """Rule 2: a placement meets the job's target (its spread may slow it; none: any does)."""
+        if w.target is None:
+            return True
+        return self._projected(view, w, self._rate(view, w.st, Allocation.of(got))) >= w.target
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
@@ -380,17 +415,18 @@ class Singularity(PolicyBase):
         left = (spec.work - f.st.work_done_at(view.now)) / rate if rate > 0 else math.inf
         return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
 
-    def _touchable(self, view: ClusterView, v: Facts, new: Allocation) -> bool:
-        """Rule 4: a tiered victim keeps positive slack after the change."""
+    def _touchable(self, view: ClusterView, v: Facts, new: Allocation, margin: float = 0.0) -> bool:
+        """Rule 4: a tiered victim keeps more than ``margin`` (0, or rule 3's own-tier margin)
+        of slack after the change."""
         if v.target is None:
             return True
         if not new:
-            return v.slack_s - self.restart_s - self.min_hold_s > 0
+            return v.slack_s - self.restart_s - self.min_hold_s > margin
         rate = self._rate(view, v.st, new)
         if rate <= 0:
             return False
         delay = self.restart_s + max(0.0, v.remaining_s * (v.rate_req / rate - 1.0))
-        return v.slack_s - delay > 0
+        return v.slack_s - delay > margin
 
     def _held(self, f: Facts, now: float) -> bool:
         return now - self._moved.get(f.job_id, -math.inf) < self.min_hold_s

@@ -1,4 +1,5 @@
-"""PNG plots of simulation runs: JCT CDFs across policies; utilization and queue over time."""
+"""PNG plots of simulation runs: JCT CDFs across policies; utilization and queue over time;
+SLA attainment and JCT per tier."""
 
 from __future__ import annotations
 
@@ -36,19 +37,25 @@ def figure(width: float, height: float) -> Any:
     return fig
 
 
+def cdf_line(ax: Any, values: Sequence[float], label: str, max_points: int = 2000, floor: float = 1e-3) -> None:
+    """One empirical CDF on ``ax`` (values at least ``floor``, for a log axis)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if not len(x):
+        return
+    y = np.arange(1, len(x) + 1) / len(x)
+    if len(x) > max_points:  # quantiles: a line cannot show more points than pixels
+        keep = np.unique(np.linspace(0, len(x) - 1, max_points).astype(int))
+        x, y = x[keep], y[keep]
+    ax.plot(np.maximum(x, floor), y, label=label)
+
+
 def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path | IO[bytes],
             max_points: int = 2000) -> None:
     """Empirical CDF of job completion times, one line per policy, log-scaled time axis."""
     fig = figure(7, 4.5)
     ax = fig.add_subplot()
     for policy, values in jcts.items():
-        x = np.sort(np.asarray(values, dtype=float) / 3600.0)
-        if len(x):
-            y = np.arange(1, len(x) + 1) / len(x)
-            if len(x) > max_points:  # quantiles: a line cannot show more points than pixels
-                keep = np.unique(np.linspace(0, len(x) - 1, max_points).astype(int))
-                x, y = x[keep], y[keep]
-            ax.plot(np.maximum(x, 1e-3), y, label=policy)
+        cdf_line(ax, [v / 3600.0 for v in values], policy, max_points)
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("fraction of jobs")
@@ -84,3 +91,30 @@ def over_time(
     top.legend(loc="upper right", fontsize="small")
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.09, top=0.97, hspace=0.08)
     fig.savefig(path, dpi=100, format="png")
+
+
+def tiers(per_tier: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
+          targets: Mapping[str, float | None], path: Path) -> None:
+    """Per tier (columns): the CDF of SLA attainment (top, the target dashed) and of JCT (bottom,
+    hours, log scale), one line per policy. ``per_tier[tier][policy] = (attainments, jcts_s)``."""
+    names = list(per_tier)
+    fig = figure(4 * max(len(names), 1), 6.5)
+    axes = fig.subplots(2, max(len(names), 1), squeeze=False)
+    for col, tier in enumerate(names):
+        top, bottom = axes[0][col], axes[1][col]
+        for policy, (att, jct) in per_tier[tier].items():
+            cdf_line(top, att, policy, floor=0.0)
+            cdf_line(bottom, [v / 3600.0 for v in jct], policy)
+        target = targets.get(tier)
+        if target is not None:
+            top.axvline(target, color="grey", linestyle="--", linewidth=0.8)
+        top.set_title(f"{tier} (target {target:g})" if target is not None else f"{tier} (best effort)")
+        top.set_xlabel("SLA attainment")
+        bottom.set_xscale("log")
+        bottom.set_xlabel("JCT (hours, log scale)")
+        for ax in (top, bottom):
+            ax.set_ylabel("fraction of jobs")
+            ax.grid(True, alpha=0.3)
+        top.legend(loc="upper left", fontsize="small")
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.08, top=0.95, hspace=0.35, wspace=0.25)
+    fig.savefig(path, dpi=100)

@@ -78,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
       "(adaptive under pollux) [default: auto].")
     a("--tiers", help="Tier shares by job count for traces without tiers, e.g. "
       "premium=0.1,standard=0.3,basic=0.6 [default: 0.1, 0.6, 0.3].")
+    a("--reservation", metavar="SPEC", help="A daily inference reservation: peak=F,start=H,end=H"
+      "[,ramp=H] reserves round(F x nodes) nodes from hour start to end of the trace's clock every "
+      "day (docs/simulator.md).")
     a("--plots", action=argparse.BooleanOptionalAction, default=False,
       help="Also write jct_cdf.png and over_time.png, after summary.json and the table (matplotlib's "
       "import and drawing take 0.5-1 s) [default: no].")
@@ -120,6 +123,7 @@ def main(argv: list[str]) -> int:
 
 def _sim(args: argparse.Namespace) -> int:
     from stint.policies.registry import UnknownPolicyError
+    from stint.sim.reservation import Reservation
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
@@ -149,6 +153,7 @@ def _sim(args: argparse.Namespace) -> int:
         return _fail(f"--restart-s must be >= 0 (got {args.restart_s:g})")
     try:
         mix = TierMix.parse(args.tiers) if args.tiers is not None else TierMix()
+        reserve = Reservation.parse(args.reservation, args.seed) if args.reservation is not None else None
     except ValueError as exc:
         return _fail(f"error: {exc}")
     try:
@@ -180,6 +185,7 @@ def _sim(args: argparse.Namespace) -> int:
         decision_period_s=args.decide_every,
         tiers=mix,
         sla=filed.tiers,
+        reservation=reserve,
     )
     out: Path = args.out
     try:
@@ -197,7 +203,7 @@ def _sim(args: argparse.Namespace) -> int:
 
         gpn = cluster.nodes[0].capacity.gpu
         title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
-        pngs = ", jct_cdf.png, over_time.png" if args.plots else ""
+        pngs = ", jct_cdf.png, over_time.png, tiers.png" if args.plots else ""
         sys.stdout.write(f"{plain_table(summaries, title)}\n{_models_line(results)}\n"
                          f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})\n")
     sys.stdout.flush()

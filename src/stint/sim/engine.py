@@ -12,6 +12,11 @@ capacity ledger (``stint.reconcile.stage``, the same step the live controller us
 accepted action is enacted with its modelled delay (``CostModel``). Actions the ledger refuses
 (over capacity, a node down, a worker count the job cannot run on) are counted in
 ``RunResult.refusals`` with their reasons, and their jobs keep their allocation.
+
+A daily inference reservation (``reservation``, ``stint.sim.reservation``) takes whole nodes the
+way a failure does: the node's jobs are shrunk onto their other nodes where they can run there,
+else preempted, and the node shows as down until its slot ends; the reserved GPUs over time are
+``RunResult.reserved``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
 from stint.sim.events import Event, EventKind
 from stint.sim.metrics import JobRecord, RunResult
+from stint.sim.reservation import Reservation, Span
 
 
 @dataclass(slots=True)
@@ -92,6 +98,8 @@ class Simulator:
     start_s: float | None = None
     # Stop at this time (a forecast's horizon): jobs still active then are left unfinished.
     end_s: float = math.inf
+    # A daily capacity reservation (nodes taken back at peak hours), enacted like node failures.
+    reservation: Reservation | None = None
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -122,6 +130,14 @@ class Simulator:
         self._node_gpus = int(max((c[0] for c in self._ledger.capacity), default=0))
         self._period_at: float | None = None
         self._stream = id(self)
+        self._failed: set[int] = set()  # nodes down by failure
+        self._reserved: dict[int, int] = {}  # reservation slot -> the node it holds
+        self._spans: Iterator[Span] | None = None
+        self._next_span: Span | None = None  # the span whose RESERVE event is pending
+        self._node_order: list[int] = []  # the reservation's seeded tie-break among nodes
+        self._spans_live = True  # the reservation's cycle goes on (``_push_span``)
+        self._busy_at_window = -1.0  # busy GPU-seconds when the last day's window opened
+        self._reserved_series: tuple[array[float], array[float]] = (array("d"), array("d"))
         self.events = 0  # events handled so far (arrivals included)
 
     # ----------------------------------------------------------------------------------- run
@@ -137,6 +153,10 @@ class Simulator:
             self._preload(start)
         self._last_t = start
         self.events = 0
+        if self.reservation is not None:
+            self._spans = self.reservation.spans(start, self.cluster.num_nodes)
+            self._node_order = self.reservation.node_order(self.cluster.num_nodes)
+            self._push_span()
         while ai < n or self._heap:
             t = min(specs[ai].arrival_s if ai < n else math.inf, self._heap[0][0] if self._heap else math.inf)
             if t == math.inf or t > self.end_s:
@@ -166,6 +186,7 @@ class Simulator:
             cpu_s=time.process_time() - cpu0,
             refusals=self._refusals,
             mechanism_gpu_s=self._mechanism_gpu_s,
+            reserved=self._reserved_series,
         )
 
     def step(self, t: float, arrivals: Sequence[JobSpec]) -> None:
@@ -210,6 +231,9 @@ class Simulator:
             return True
         if kind is EventKind.NODE_DOWN or kind is EventKind.NODE_UP:
             self._node_event(int(job_id), t, down=kind is EventKind.NODE_DOWN)
+            return True
+        if kind is EventKind.RESERVE or kind is EventKind.UNRESERVE:
+            self._reservation_event(int(job_id), t, take=kind is EventKind.RESERVE)
             return True
         st = self._table.get(job_id)
         if st is None or self._track[job_id].version != version:
@@ -328,9 +352,6 @@ class Simulator:
             self._apply(action, t)
         for j in plan.allocations:
             self._changed[j] = None
-
-    def _preempt_for_failure(self, st: JobStatus, t: float) -> None:
-        self._apply_action(Action(ActionKind.PREEMPT, st.job_id, EMPTY, EMPTY, "node failed"), t)
 
     def _apply(self, action: Action, t: float) -> None:
         if self.on_action is not None:
@@ -454,11 +475,72 @@ class Simulator:
 
     # ------------------------------------------------------------------------------ failures
     def _node_event(self, node: int, t: float, down: bool) -> None:
+        """A node fails (its jobs are preempted) or recovers; a reserved node stays down."""
         if down:
-            for st in [s for s in self._table.values() if node in s.allocation.nodes
-                       or any(n == node for n, _ in s.allocation.ps)]:
-                self._settle(st, t)
-                self._release(st)
-                self._preempt_for_failure(st, t)
-                self._changed[st.job_id] = None
-        self._ledger.set_down(node, down)
+            self._failed.add(node)
+            if node not in self._reserved.values():
+                self._evict(node, t, "node failed", shrink=False)
+                self._ledger.set_down(node, True)
+        else:
+            self._failed.discard(node)
+            if node not in self._reserved.values():
+                self._ledger.set_down(node, False)
+
+    def _evict(self, node: int, t: float, reason: str, shrink: bool) -> None:
+        """Take every job off ``node``: with ``shrink``, a job that can run on its workers on
+        other nodes is resized onto them (its resize cost charged); the others are preempted."""
+        for st in [s for s in self._table.values() if node in s.allocation.nodes
+                   or any(n == node for n, _ in s.allocation.ps)]:
+            self._settle(st, t)
+            before = st.allocation
+            rest = Allocation.of({n: k for n, k in before.workers if n != node})
+            keep = shrink and rest and st.spec.can_run_on(rest.num_workers) and not before.ps
+            self._release(st)
+            if keep:
+                self._ledger.take(st.spec, rest)
+                self._apply_action(Action(ActionKind.RESIZE, st.job_id, before, rest, reason), t)
+            else:
+                self._apply_action(Action(ActionKind.PREEMPT, st.job_id, EMPTY, EMPTY, reason), t)
+            self._changed[st.job_id] = None
+
+    # --------------------------------------------------------------------------- reservation
+    def _push_span(self) -> None:
+        """Queue the next reservation slot's start while anything can still happen: a job is
+        still to arrive, or one is active and some GPU was used since the last day's window
+        opened (a job no policy will ever run does not keep the cycle going)."""
+        assert self._spans is not None
+        span = next(self._spans, None)
+        if span is None:  # no node to reserve
+            return
+        if span.slot == 0:
+            to_come = len(self._table) + len(self._records) < len(self._specs) + len(self.resume_from)
+            self._spans_live = to_come or (bool(self._table) and self._busy_gpu_s > self._busy_at_window)
+            self._busy_at_window = self._busy_gpu_s
+        if self._spans_live:
+            self._next_span = span
+            self._push(span.take_s, EventKind.RESERVE, str(span.slot))
+
+    def _reservation_event(self, slot: int, t: float, take: bool) -> None:
+        """A slot takes the least busy node that is up (seeded tie-break) or gives its node back."""
+        if take:
+            span, self._next_span = self._next_span, None
+            assert span is not None and self.reservation is not None
+            held = set(self._reserved.values())
+            up = [n for n in self._node_order if n not in self._failed and n not in held]
+            if up:
+                free = self._ledger.free_gpus
+                node = min(up, key=lambda n: self._ledger.capacity[n][0] - free[n])  # first of the order on ties
+                self._evict(node, t, "node reserved for inference", shrink=True)
+                self._ledger.set_down(node, True)
+                self._reserved[slot] = node
+                self._push(span.give_s, EventKind.UNRESERVE, str(slot))
+            self._push_span()
+        else:
+            node = self._reserved.pop(slot)
+            if node not in self._failed:
+                self._ledger.set_down(node, False)
+        times, gpus = self._reserved_series
+        times.append(t)
+        gpus.append(sum(self._ledger.capacity[n][0] for n in self._reserved.values()))
+
+

@@ -17,6 +17,8 @@ class EventKind(IntEnum):
     NODE_UP = 2  # the node is back
     ACTION_DONE = 3  # a start/resume/resize/migrate finished its delay: the job progresses again
     TICK = 4  # a slot boundary for policies with ``tick_s``
+    RESERVE = 5  # a reservation slot takes a node (``stint.sim.reservation``): its jobs stop
+    UNRESERVE = 6  # the slot gives its node back
 
 
 Event = tuple[float, int, int, EventKind, str, int]

@@ -60,6 +60,9 @@ class JobRecord:
         return 0.0 if self.first_start_s is None else self.finish_s - self.first_start_s
 
 
+UTILIZATION_BASIS = ("busy GPU-hours / (GPUs x makespan - reserved_gpu_hours): GPU-hours reserved for "
+                     "inference are left out of the denominator")
+
 CSV_FIELDS = [f.name for f in fields(JobRecord)] + ["jct_s", "queue_s", "run_s", "attainment"]
 
 
@@ -88,6 +91,19 @@ class RunResult:
     batch: str = ""  # set by the runner: "fixed" or "adaptive" (jobs pick their batch size)
     mechanism_gpu_s: float = 0.0  # GPU-seconds charged to action delays (start, resume, resize, migrate)
     sla: SlaTargets = field(default_factory=SlaTargets)  # the targets ``tiers`` is measured against
+    # Reserved GPUs (a daily inference reservation, ``stint.sim.reservation``) as change points:
+    # from times[i] on, gpus[i] GPUs are reserved; none before times[0].
+    reserved: tuple[array[float], array[float]] = field(default_factory=lambda: (array("d"), array("d")))
+    reservation: dict[str, float] | None = None  # set by the runner: the reservation's parameters
+
+    def reserved_gpu_s(self, until_s: float) -> float:
+        """GPU-seconds reserved from ``start_s`` to ``until_s``."""
+        times, gpus = self.reserved
+        total = 0.0
+        for i, t in enumerate(times):
+            end = min(times[i + 1] if i + 1 < len(times) else until_s, until_s)
+            total += gpus[i] * max(end - max(t, self.start_s), 0.0)
+        return total
 
     @property
     def last_finish_s(self) -> float:
@@ -104,6 +120,8 @@ class RunResult:
         jct = sorted(r.jct_s for r in done)
         lat_ms = sorted(x * 1e3 for x in self.latencies_s) or [0.0]
         span = max(self.last_finish_s - self.start_s, 0.0)
+        reserved = self.reserved_gpu_s(self.last_finish_s)
+        offered = self.total_gpus * span - reserved
 
         def pct(q: float) -> float:
             return percentile(jct, q) if jct else 0.0
@@ -119,7 +137,9 @@ class RunResult:
             "p99_jct_s": pct(99),
             "avg_queue_s": mean([r.queue_s for r in done]) if done else 0.0,
             "makespan_s": span,
-            "gpu_utilization": self.busy_gpu_s / (self.total_gpus * span) if span > 0 else 0.0,
+            "gpu_utilization": self.busy_gpu_s / offered if offered > 0 else 0.0,
+            "utilization_basis": UTILIZATION_BASIS,
+            "reserved_gpu_hours": reserved / 3600.0,
             "total_utility": float(sum(r.utility for r in self.records)),
             "preemptions": int(sum(r.preemptions for r in self.records)),
             "migrations": int(sum(r.migrations for r in self.records)),
@@ -137,6 +157,7 @@ class RunResult:
             **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
             **({"job_model": self.job_model} if self.job_model else {}),
             **({"batch": self.batch} if self.batch else {}),
+            **({"reservation": self.reservation} if self.reservation is not None else {}),
         }
 
 

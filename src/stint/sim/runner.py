@@ -1,7 +1,7 @@
 """Run several policies on one trace and write the results (the body of ``stint sim``).
 
 Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, then
-``jct_cdf.png`` and ``over_time.png``. Nothing is written until every policy has finished, so an
+``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (attainment and JCT CDFs per SLA tier). Nothing is written until every policy has finished, so an
 interrupted or failed run never leaves a summary that looks complete; the plots come after the
 summary, so its figures never wait for matplotlib.
 """
@@ -25,6 +25,7 @@ from stint.reconcile import Action
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
+from stint.sim.reservation import Reservation
 from stint.sim.traces import Filters, TierMix, Trace, load
 
 
@@ -45,6 +46,8 @@ class SimConfig:
     batch: str = "auto"  # "fixed", "adaptive" (jobs pick their batch per allocation), or by policy
     tiers: TierMix = field(default_factory=TierMix)  # tier shares for traces without tiers
     sla: SlaTargets = field(default_factory=SlaTargets)  # what ``tiers`` in the summary meets
+    # A daily inference reservation; its ``clock0_s`` is taken from the trace (its time of day).
+    reservation: Reservation | None = None
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -108,12 +111,15 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
     """One policy on a loaded trace, with the config's costs, batch mode and decision period."""
     costs = cfg.cost_model(trace)
     perf, batch = perf_for(trace, name, cfg.batch)
+    reservation = replace(cfg.reservation, clock0_s=trace.clock0_s) if cfg.reservation is not None else None
     sim = Simulator(
         cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
         on_progress=on_progress, decision_period_s=cfg.decision_period_s, on_action=on_action,
+        reservation=reservation,
     )
     return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch,
-                   sla=cfg.sla)
+                   sla=cfg.sla,
+                   reservation=reservation.as_dict() if reservation is not None else None)
 
 
 def write_results(out: Path, results: dict[str, RunResult]) -> dict[str, Any]:
@@ -145,15 +151,23 @@ def write_staged(out: Path, tables: Mapping[str, tuple[Sequence[str], Iterable[S
 
 
 def write_plots(out: Path, cluster: Cluster, results: dict[str, RunResult]) -> None:
-    """``jct_cdf.png`` and ``over_time.png`` (matplotlib is imported only here)."""
+    """``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (matplotlib is imported only here)."""
     import tempfile
 
+    from stint.model.job import Tier
     from stint.report.plots import jct_cdf, over_time
+    from stint.report.plots import tiers as tier_plot
 
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as tmp:
         staging = Path(tmp)
         jct_cdf({n: [x.jct_s for x in r.records if x.completed] for n, r in results.items()}, staging / "jct_cdf.png")
         over_time({n: _rebased(r) for n, r in results.items()}, cluster.total_gpus, staging / "over_time.png")
+        per_tier = {t.value: {n: ([x.attainment for x in r.records if x.tier == t.value],
+                                  [x.jct_s for x in r.records if x.tier == t.value and x.completed])
+                              for n, r in results.items()} for t in Tier}
+        per_tier = {t: v for t, v in per_tier.items() if any(a for a, _ in v.values())}
+        sla = next(iter(results.values())).sla
+        tier_plot(per_tier, {t.value: sla.of(t) for t in Tier}, staging / "tiers.png")
         _move_in(staging, out)
 
 

@@ -63,6 +63,7 @@ class Trace:
     source: str
     format: str  # "philly" or "pollux": what the file's header says, whatever its name
     job_model: str  # what a job's work means: see JOB_MODELS
+    clock0_s: float = 0.0  # time of day (s after midnight) of trace time 0: Philly's first kept job
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +143,10 @@ def load(
         reader = _Reader(fh, str(path))
         header = next(reader, None)
         perf: PerfModel
+        clock0 = 0.0
         if header == PHILLY_COLUMNS:
-            jobs, perf, fmt, model = _philly(reader, str(path), filters), ScalingModel(), "philly", "recorded-duration"
+            jobs, clock0 = _philly(reader, str(path), filters)
+            perf, fmt, model = ScalingModel(), "philly", "recorded-duration"
         elif header == POLLUX_COLUMNS:
             jobs, fmt = _pollux(reader, str(path), filters), "pollux"
             jobs, perf, model = _pollux_job_model(jobs, samples)
@@ -152,7 +155,7 @@ def load(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
-    return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model)
+    return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model, clock0)
 
 
 def _data_path(name: str) -> Path:
@@ -224,7 +227,8 @@ def _number(path: str, line: int, field: str, text: str, kind: type = float, low
     return value
 
 
-def _philly(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
+def _philly(reader: _Reader, path: str, f: Filters) -> tuple[list[JobSpec], float]:
+    """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
     raw: list[tuple[float, int, float, int, str]] = []
     for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
         try:
@@ -237,7 +241,7 @@ def _philly(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
             raise TraceError(f"{path}:{line}: field 'cluster' is empty")
         raw.append((t, line, d, g, vc))
     if not raw:
-        return []
+        return [], 0.0
     t0 = min(r[0] for r in raw)
     kept = [r for r in raw if _keep(r[0] - t0, r[4], f)]
     kept.sort(key=lambda r: (r[0], r[1]))
@@ -257,7 +261,7 @@ def _philly(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
             duration_s=d,
         )
         for t, line, d, g, vc in kept
-    ]
+    ], base % 86400.0
 
 
 def _pollux(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
