@@ -6,12 +6,13 @@ log says where it listens and logs each decision and enacted action."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from rt_helpers import STINT, ServeProc, kill_leftover_workers
+from rt_helpers import STINT, ServeProc, kill_leftover_workers, wait_for
 
 CONFIG = """\
 [server]
@@ -66,18 +67,23 @@ def test_logs_follow_and_wait_exit_with_the_jobs_outcome(tmp_path: Path) -> None
         assert other.returncode == 1 and "only an admin" in other.stderr
         assert _run(serve, "jobs", token=bob).stdout.splitlines()[1:] == []
 
+        big = serve.cli("submit", "--gpus", "4", "--", "true").strip()  # 3 of 4 GPUs free
+        wait_for(lambda: json.loads(serve.cli("show", big, "--json"))["queue_position"] == 1, 60,
+                 "the forecast to place the 4-GPU job first in the queue")
         rows = _table(serve.cli("jobs", "--wide"))
         assert list(rows[0]) == ["ID", "NAME", "USER", "STATE", "TIER", "WORKERS", "PROGRESS",
-                                 "AGE", "WAIT", "EST START", "NODES", "PRIORITY", "SLA",
+                                 "AGE", "WAIT", "POS", "EST START", "NODES", "PRIORITY", "SLA",
                                  "EST FINISH", "ATTEMPT", "PREEMPTS", "CKPT", "REASON"]
         by_id = {r["ID"]: r for r in rows[1:]}
         assert by_id[ok]["STATE"] == "succeeded" and by_id[ok]["WORKERS"] == "-/1"
         assert by_id[ok]["NODES"] == "-"  # a finished job shows no placement
+        assert (by_id[big]["STATE"], by_id[big]["POS"], by_id[ok]["POS"]) == ("queued", "1", "-")
         assert by_id[slow]["STATE"] == "running" and by_id[slow]["WORKERS"] == "1/1"
         assert by_id[slow]["NODES"].startswith("node-") and by_id[slow]["TIER"] == "premium"
         assert [r["ID"] for r in _table(serve.cli("jobs", "--state", "failed"))[1:]] == [bad]
-        assert [r["ID"] for r in _table(serve.cli("jobs", "--limit", "1"))[1:]] == [slow]
+        assert [r["ID"] for r in _table(serve.cli("jobs", "--limit", "1"))[1:]] == [big]
         assert [r["ID"] for r in _table(serve.cli("jobs", "--user", "bob"))[1:]] == []
+        serve.cli("cancel", big)
         serve.cli("cancel", slow)
     finally:
         serve.stop()

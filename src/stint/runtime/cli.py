@@ -275,7 +275,8 @@ def jobs(
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """List jobs (yours; all of them for the admin), oldest first: state, tier, workers now /
-    min..max, progress (step of total), age, wait, estimated start and why a job waits."""
+    min..max, progress (step of total), age, wait, position in the queue (1: next to start),
+    estimated start and why a job waits."""
     rows = _call((server, data_dir, token), lambda c: c.jobs(state, user))
     if limit is not None:
         rows = rows[-limit:]
@@ -284,12 +285,13 @@ def jobs(
         return
     now = time.time()
     header = ["ID", "NAME", "USER", "STATE", "TIER", "WORKERS", "PROGRESS", "AGE", "WAIT",
-              "EST START", "REASON"]
+              "POS", "EST START", "REASON"]
     extra = ["NODES", "PRIORITY", "SLA", "EST FINISH", "ATTEMPT", "PREEMPTS", "CKPT"]
     table = []
     for r in rows:
         cells = [r["id"], r["name"] or "-", r["user"], r["state"], r["tier"], _workers(r),
-                 _progress(r), _span(now - r["submitted_at"]), _wait(r, now), _eta(r, now),
+                 _progress(r), _span(now - r["submitted_at"]), _wait(r, now),
+                 "-" if r.get("queue_position") is None else r["queue_position"], _eta(r, now),
                  r["reason"] if wide else r["reason"][:50]]
         if wide:
             ckpt = (r.get("progress") or {}).get("checkpoint_step")
