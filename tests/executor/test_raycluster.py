@@ -38,6 +38,7 @@ def _listening_addresses(pids: list[int]) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_two_nodes_with_stint_resources_listening_on_loopback_only(
     ray_cluster: LoopbackRayCluster,

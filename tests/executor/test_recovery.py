@@ -110,6 +110,7 @@ def test_relaunch_adopts_a_supervisor_whose_pid_file_was_never_written(
     assert (tmp_path / "ckpt/gap/runs").read_text() == "x"
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.parametrize("backend", ["ray"])
 def test_a_ray_actor_that_dies_fails_its_attempt_and_takes_its_worker_along(

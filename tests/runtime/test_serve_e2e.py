@@ -31,6 +31,7 @@ def show(serve: ServeProc, job: int) -> dict:
         return c.show(job)
 
 
+@pytest.mark.slow
 def test_preempt_resize_migrate_three_jobs_to_completion(serve: ServeProc, tmp_path: Path) -> None:
     outs = {k: tmp_path / k for k in "abc"}
     a = int(serve.cli("submit", "--name", "a", "--", *counter_cmd(STEPS, outs["a"], "--hold")))
