@@ -158,15 +158,20 @@ def trim_to_feasible(spec: JobSpec, alloc: Allocation) -> Allocation:
         return alloc
     if keep == 0:
         return EMPTY
+    return Allocation.of(drop_workers(alloc, n - keep), dict(alloc.ps))
+
+
+def drop_workers(alloc: Allocation, drop: int) -> dict[int, int]:
+    """``alloc``'s workers per node less ``drop`` of them, taken from the nodes holding fewest
+    first (ties: lowest node index), so the job stays as consolidated as it can."""
     counts = dict(alloc.workers)
-    drop = n - keep
     for node in sorted(counts, key=lambda i: (counts[i], i)):
+        if drop <= 0:
+            break
         k = min(drop, counts[node])
         counts[node] -= k
         drop -= k
-        if not drop:
-            break
-    return Allocation.of(counts, dict(alloc.ps))
+    return counts
 
 
 def pack_vectors(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | None:

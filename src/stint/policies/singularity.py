@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
-from stint.placement.packing import give, in_order, place, take
+from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 
@@ -459,13 +459,7 @@ def _without(alloc: Allocation, drop: int) -> Allocation:
     """``alloc`` less ``drop`` workers, from the nodes holding fewest first."""
     if drop <= 0:
         return alloc
-    counts = dict(alloc.workers)
-    for node in sorted(counts, key=lambda i: (counts[i], i)):
-        k = min(drop, counts[node])
-        counts[node] -= k
-        drop -= k
-        if not drop:
-            break
+    counts = drop_workers(alloc, drop)
     return Allocation.of(counts) if any(counts.values()) else EMPTY
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stint.reconcile import Action, ActionKind
-from stint.report.plots import figure, jct_cdf, over_time
+from stint.report.plots import cdf_line, figure, jct_cdf, over_time
 from stint.report.tables import COLUMNS, fmt
 from stint.sim.metrics import RunResult
 
@@ -134,9 +134,7 @@ def latency_cdf(results: Mapping[str, RunResult], out: Any) -> None:
     fig = figure(7, 3.5)
     ax = fig.add_subplot()
     for name, r in results.items():
-        ms = np.sort(np.frombuffer(r.latencies_s, dtype=float) * 1e3)
-        if len(ms):
-            ax.plot(np.maximum(ms, 1e-4), np.arange(1, len(ms) + 1) / len(ms), label=name)
+        cdf_line(ax, np.frombuffer(r.latencies_s, dtype=float) * 1e3, name, floor=1e-4)
     ax.set_xscale("log")
     ax.set_xlabel("policy call latency (ms, log scale)")
     ax.set_ylabel("fraction of calls")

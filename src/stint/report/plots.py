@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def pyplot() -> Any:
@@ -37,7 +38,7 @@ def figure(width: float, height: float) -> Any:
     return fig
 
 
-def cdf_line(ax: Any, values: Sequence[float], label: str, max_points: int = 2000, floor: float = 1e-3) -> None:
+def cdf_line(ax: Any, values: ArrayLike, label: str, max_points: int = 2000, floor: float = 1e-3) -> None:
     """One empirical CDF on ``ax`` (values at least ``floor``, for a log axis)."""
     x = np.sort(np.asarray(values, dtype=float))
     if not len(x):
