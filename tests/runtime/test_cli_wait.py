@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -83,6 +84,12 @@ def test_logs_follow_and_wait_exit_with_the_jobs_outcome(tmp_path: Path) -> None
         assert [r["ID"] for r in _table(serve.cli("jobs", "--state", "failed"))[1:]] == [bad]
         assert [r["ID"] for r in _table(serve.cli("jobs", "--limit", "1"))[1:]] == [big]
         assert [r["ID"] for r in _table(serve.cli("jobs", "--user", "bob"))[1:]] == []
+        shown = _fields(serve.cli("show", big))
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in \w+\)", shown["est_start_at"])
+        assert shown["allocation"] == "-" and shown["first_start_at"] == "-"
+        done = _fields(serve.cli("show", ok))
+        assert done["est_start_at"] == done["est_finish_at"] == "-"  # no forecast once it ended
+        assert done["finished_at"].endswith(" ago)") and done["command"] == "sh -c 'echo fine'"
         serve.cli("cancel", big)
         serve.cli("cancel", slow)
     finally:
@@ -95,6 +102,12 @@ def test_logs_follow_and_wait_exit_with_the_jobs_outcome(tmp_path: Path) -> None
     assert f"enacted: job {slow} killed" in log and f"job {bad}: running -> failed" in log
     assert "WARNING slow controller step" in log and "threshold 1e-06 s" in log
     assert "alembic" not in log  # its INFO lines only at --log-level debug
+
+
+def _fields(text: str) -> dict[str, str]:
+    """``stint show`` output's ``key: value`` lines (before the transitions table)."""
+    pairs = (line.split(": ", 1) for line in text.split("+SECONDS")[0].splitlines() if ": " in line)
+    return {k.strip(): v for k, v in pairs}
 
 
 def _table(text: str) -> list[dict[str, str]]:

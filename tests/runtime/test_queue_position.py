@@ -44,6 +44,12 @@ def test_queue_position_follows_the_policy_order(policy: str, expected: dict[str
     assert out["busy"].queue_position is None  # it runs
     assert {n: out[n].queue_position for n in expected} == expected
     assert all(out[n].est_start_at is not None for n in expected)
+    # A running job's start and an ended job's estimates are history, not forecasts.
+    assert out["busy"].est_start_at is None and out["busy"].est_finish_at is not None
+    ended = rows["busy"]
+    ended.state = "succeeded"
+    done = JobOut.of(ended, "admin", ["node-0"])
+    assert done.est_start_at is None and done.est_finish_at is None
 
 
 def test_a_forecast_not_due_at_a_change_is_made_once_due(store: Store, tmp_path: Path) -> None:

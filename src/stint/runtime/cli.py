@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,13 +368,14 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     if json_out:
         typer.echo(json.dumps(row, indent=2))
         return
+    now = time.time()
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
-                "tier", "priority", "deadline_s", "attempt", "allocation", "failures",
-                "preemptions", "exit_code", "attained_gpu_s", "pin_workers", "pin_node",
-                "worker_counts", "target", "decision", "attainment", "queue_position",
-                "est_start_at", "est_finish_at", "cluster", "to_cluster", "copy_bytes",
-                "copy_s"):
-        typer.echo(f"{key:>15}: {row[key]}")
+                "tier", "priority", "deadline_s", "submitted_at", "first_start_at", "finished_at",
+                "attempt", "allocation", "failures", "preemptions", "exit_code", "attained_gpu_s",
+                "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
+                "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
+                "copy_bytes", "copy_s"):
+        typer.echo(f"{key:>15}: {_shown(key, row[key], now)}")
 
     ckpt = (row.get("progress") or {}).get("checkpoint_step")
     typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
@@ -382,6 +384,25 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
         [f'{t["at"] - t0:.2f}', t["src"] or "-", t["dst"], t["attempt"], t["reason"]]
         for t in row["transitions"]])
+
+
+def _shown(key: str, value: Any, now: float) -> str:
+    """One field of ``stint show``: wall times as UTC with their distance from now, GPU-seconds
+    and attainment rounded, the command as a shell line, node maps as ``node x workers``."""
+    if value is None or value in ({}, ""):
+        return "-"
+    if key.endswith("_at"):
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+        return f"{when} ({'in ' + _span(value - now) if value > now else _span(now - value) + ' ago'})"
+    if key in ("attained_gpu_s", "copy_s"):
+        return f"{value:.1f}"
+    if key == "attainment":
+        return f"{value:.3f}"
+    if key == "command":
+        return shlex.join(value)
+    if key in ("allocation", "target"):
+        return ", ".join(f"{node} x{n}" for node, n in value.items())
+    return str(value)
 
 
 def logs(job: int, follow: Annotated[bool, typer.Option("--follow", "-f")] = False,

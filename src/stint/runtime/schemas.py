@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from stint.config import MAX_COMMAND_BYTES
 from stint.model.job import Tier
 from stint.model.sla import attainment
+from stint.runtime.states import TERMINAL
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job, Transition
 from stint.runtime.view import worker_counts
@@ -202,7 +203,9 @@ class JobOut(BaseModel):
     worker_counts: list[int]  # the worker counts the job can run on
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
-    est_start_at: float | None  # forecast (re)start, wall seconds (``FORECAST_BASIS``)
+    # Forecast (re)start of a waiting job and finish of an unfinished one, wall seconds
+    # (``FORECAST_BASIS``); None once it runs (start) or ends (both), or with no forecast.
+    est_start_at: float | None
     est_finish_at: float | None
     # A waiting (queued or preempted) job's place in its policy's queue: 1 starts next. The
     # order the forecast's replay of the policy starts the waiting jobs in (ties: arrival);
@@ -239,8 +242,10 @@ class JobOut(BaseModel):
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
             target={node_name(node_names, n): c for n, c in load_alloc(job.target).workers},
-            decision=job.decision, est_start_at=job.est_start_at,
-            est_finish_at=job.est_finish_at, os_user=job.os_user, cwd=job.cwd,
+            decision=job.decision,
+            est_start_at=job.est_start_at if job.state in _WAITING else None,
+            est_finish_at=None if job.state in TERMINAL else job.est_finish_at,
+            os_user=job.os_user, cwd=job.cwd,
             queue_position=job.queue_position if job.state in _WAITING and not job.target
             else None,
             env=json.loads(job.env or "{}"),
