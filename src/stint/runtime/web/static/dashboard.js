@@ -314,7 +314,7 @@ function jobTick(jobId) {
         + `; last checkpoint ${progress.checkpoint_step === null ? "none" : "at step " + progress.checkpoint_step}`],
       ["queue position", job.queue_position ?? "-"],
       ["estimated start", HOLDING.has(job.state) ? `started ${relative(job.transitions.at(-1).at, now)}`
-        : job.est_start_at === null ? "not within the forecast" : `${relative(job.est_start_at, now)} (${clock(job.est_start_at)})`],
+        : !WAITING.has(job.state) ? "-" : job.est_start_at === null ? "not within the forecast" : `${relative(job.est_start_at, now)} (${clock(job.est_start_at)})`],
       ["estimated finish", job.est_finish_at === null ? "-" : `${relative(job.est_finish_at, now)} (${clock(job.est_finish_at)})`],
       ["decision", job.decision || "-"], ["pins", [job.pin_workers && `workers=${job.pin_workers}`, job.pin_node && `node=${job.pin_node}`].filter(Boolean).join(", ") || "-"]];
     document.getElementById("facts").replaceChildren(...facts.flatMap(([k, v]) =>
