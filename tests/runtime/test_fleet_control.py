@@ -23,6 +23,7 @@ from stint.runtime.fleet import FleetControl, Member
 from stint.runtime.store import Caller, NewJob, Store
 from stint.runtime.tables import Job
 
+SECRET = "fleet-secret-for-the-test"
 FLEET = """\
 [region.east.cluster.a]
 nodes = 1
@@ -38,13 +39,13 @@ def fleet(store: Store, tmp_path: Path) -> Iterator[FleetControl]:
     members, servers = {}, []
     for c in parse_fleet(FLEET, "fleet.toml").clusters:
         storage = tmp_path / f"{c.name}-store"
-        server, copy = start_storage(storage)
+        server, copy = start_storage(storage, SECRET)
         servers.append(server)
         executor = LocalExecutor(tmp_path / f"{c.name}-exec", nodes=1, gpus_per_node=1)
         ctl = Controller(store, executor, make("fifo"), ControllerConfig(jobs_dir=storage, grace_s=10),
                          member=c.name, region=c.region)
         members[c.name] = Member(ctl, storage, copy)
-    control = FleetControl(store, parse_fleet(FLEET, "fleet.toml"), members, LeastLoaded())
+    control = FleetControl(store, parse_fleet(FLEET, "fleet.toml"), members, LeastLoaded(), SECRET)
     control.recover(time.time())
     yield control
     control.close()

@@ -1,24 +1,35 @@
 """The live fleet's parts on loopback: the copy service (verified on arrival; a bad or lost
-source swaps nothing in) and the remote executor (an agent over HTTP; one that stops is a
-cluster whose nodes are down and whose jobs are reported stopped)."""
+source swaps nothing in; the copy is the job's account's) and the remote executor (an agent over
+HTTP; one that stops is a cluster whose nodes are down and whose jobs are reported stopped); both
+answer only callers with the fleet's secret."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from rt_helpers import wait_for
 
+from stint.runtime import fleet_secret
 from stint.runtime.copy import CopyError, request_fetch, start_storage
-from stint.runtime.executor.base import NodeInfo, Outcome, WorkerLaunch
+from stint.runtime.executor.base import ExecutorError, NodeInfo, Outcome, WorkerLaunch
 from stint.runtime.executor.local import LocalExecutor
 from stint.runtime.executor.remote import RemoteExecutor, serve_executor
+
+SECRET = "s" * 32
 
 
 def _ckpt(root: Path, job: str, files: dict[str, bytes]) -> None:
@@ -56,32 +67,104 @@ def test_a_checkpoint_is_copied_and_verified(tmp_path: Path, liar: str) -> None:
     files = {"step-1.ckpt": b"x" * 300_000, "blobs/ab/cd": b"y" * 10}
     _ckpt(src_root, "7", files)
     _ckpt(dst_root, "7", {"old.ckpt": b"stale"})
-    src_server, src = start_storage(src_root)
-    dst_server, dst = start_storage(dst_root)
+    src_server, src = start_storage(src_root, SECRET)
+    dst_server, dst = start_storage(dst_root, SECRET)
     try:
-        r = request_fetch(dst, "7", src)
+        r = request_fetch(dst, "7", src, SECRET)
         assert (r.bytes, r.files) == (300_010, 2)
         got = {p.relative_to(dst_root / "7" / "ckpt").as_posix(): p.read_bytes()
                for p in (dst_root / "7" / "ckpt").rglob("*") if p.is_file()}
         assert got == files  # the old checkpoint is replaced, not merged
         with pytest.raises(CopyError, match="failed its check on arrival"):
-            request_fetch(dst, "7", liar)
+            request_fetch(dst, "7", liar, SECRET)
         with pytest.raises(CopyError, match="failed"):  # a source that is not there
-            request_fetch(dst, "7", "127.0.0.1:1")
+            request_fetch(dst, "7", "127.0.0.1:1", SECRET)
         assert (dst_root / "7" / "ckpt" / "step-1.ckpt").read_bytes() == files["step-1.ckpt"]
         with pytest.raises(CopyError, match="bad job id"):
-            request_fetch(dst, "../etc", src)
+            request_fetch(dst, "../etc", src, SECRET)
     finally:
         src_server.shutdown()
         dst_server.shutdown()
 
 
+def test_the_services_answer_only_the_fleets_secret(tmp_path: Path) -> None:
+    # A job on the cluster's machine reaches both services' ports: without the secret it can
+    # neither read nor replace another job's checkpoint, nor launch anything as anyone.
+    _ckpt(tmp_path / "a", "7", {"step-1.ckpt": b"private"})
+    _ckpt(tmp_path / "b", "7", {"step-1.ckpt": b"mine"})
+    src_server, src = start_storage(tmp_path / "a", SECRET)
+    dst_server, dst = start_storage(tmp_path / "b", SECRET)
+    _ckpt(tmp_path / "c", "7", {"step-1.ckpt": b"forged"})
+    stranger_server, stranger = start_storage(tmp_path / "c", "other" * 8)
+    local = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=1)
+    agent = serve_executor(local, "127.0.0.1", 0, SECRET)
+    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{agent.server_address[1]}"
+    touch = WorkerLaunch("9", 1, 0, 1, 1, "node-0", (0,), ["touch", str(tmp_path / "owned")],
+                         str(tmp_path / "9"), str(tmp_path / "9.log"))
+    launch = {"workers": [asdict(touch)]}
+    try:
+        for headers in ({}, fleet_secret.headers("wrong" * 8)):
+            for req in (urllib.request.Request(f"http://{src}/v1/ckpt/7/step-1.ckpt", headers=headers),
+                        urllib.request.Request(f"http://{dst}/v1/fetch", json.dumps(
+                            {"job": "7", "source": src}).encode(), headers, method="POST"),
+                        urllib.request.Request(f"{url}/v1/launch", json.dumps(launch).encode(),
+                                               headers, method="POST")):
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(req, timeout=10)
+                assert refused.value.code == 401
+        with pytest.raises(CopyError, match="fleet secret"):
+            request_fetch(dst, "7", src, "other" * 8)
+        with pytest.raises(CopyError, match="HTTP 401"):  # a peer of another fleet
+            request_fetch(dst, "7", stranger, SECRET)
+        assert (tmp_path / "b" / "7" / "ckpt" / "step-1.ckpt").read_bytes() == b"mine"
+        assert local.running() == {} and not (tmp_path / "owned").exists()
+        with pytest.raises(ExecutorError, match="fleet secret"):
+            RemoteExecutor(url, [NodeInfo("node-0", 1)], "other" * 8, "a").launch([touch])
+    finally:
+        for server in (src_server, dst_server, stranger_server, agent):
+            server.shutdown()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create an OS account")
+def test_a_copy_belongs_to_the_jobs_account() -> None:
+    # In a multi-user fleet the copy service runs as root; the job's next attempt runs as its
+    # owner and must be able to take over its directory and write beside the copy.
+    user = f"stintcp{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+    tmp_path = Path(tempfile.mkdtemp(prefix="stint-copy-"))  # traversable by the account
+    os.chmod(tmp_path, 0o755)
+    try:
+        _ckpt(tmp_path / "a", "7", {"step-1.ckpt": b"x" * 10, "blobs/ab": b"y"})
+        src_server, src = start_storage(tmp_path / "a", SECRET)
+        dst_server, dst = start_storage(tmp_path / "b", SECRET)
+        try:
+            request_fetch(dst, "7", src, SECRET, user)
+        finally:
+            src_server.shutdown()
+            dst_server.shutdown()
+        uid = int(subprocess.run(["id", "-u", user], capture_output=True, text=True,
+                                 check=True).stdout)
+        job_dir = tmp_path / "b" / "7"
+        owners = {p.relative_to(job_dir).as_posix(): p.lstat().st_uid
+                  for p in [job_dir, *job_dir.rglob("*")]}
+        assert owners == dict.fromkeys([".", "ckpt", "ckpt/step-1.ckpt", "ckpt/blobs",
+                                        "ckpt/blobs/ab"], uid)
+        os.chmod(tmp_path / "b", 0o755)
+        wrote = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                "touch", str(job_dir / "ckpt" / "step-2.ckpt")], check=False)
+        assert wrote.returncode == 0
+    finally:
+        subprocess.run(["userdel", user], check=False)
+        shutil.rmtree(tmp_path)
+
+
 def test_a_remote_executor_and_its_loss(tmp_path: Path) -> None:
     local = LocalExecutor(tmp_path / "state", nodes=1, gpus_per_node=2)
-    server = serve_executor(local, "127.0.0.1", 0)
+    server = serve_executor(local, "127.0.0.1", 0, SECRET)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     remote = RemoteExecutor(f"http://127.0.0.1:{server.server_address[1]}",
-                            [NodeInfo("node-0", 2)], "a")
+                            [NodeInfo("node-0", 2)], SECRET, "a")
 
     def worker(job: str, code: str, slot: int) -> WorkerLaunch:
         return WorkerLaunch(job, 1, 0, 1, 1, "node-0", (slot,), [sys.executable, "-c", code],

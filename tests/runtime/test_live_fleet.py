@@ -29,6 +29,9 @@ from pathlib import Path
 import pytest
 from rt_helpers import STINT, ServeProc, wait_for
 
+from stint.runtime import fleet_secret
+from stint.runtime.store import write_token_file
+
 MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 STEPS = 40
 RATE_MBIT = 50.0
@@ -128,13 +131,16 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
     reference = subprocess.Popen([sys.executable, MLP, *JOB, "--ckpt-dir", str(tmp_path / "ref")],
                                  stdout=subprocess.PIPE, text=True)
     agents: dict[str, subprocess.Popen[bytes]] = {}
+    secret = tmp_path / "agents.secret"  # each agent's copy of the control plane's secret
+    write_token_file(secret, fleet_secret.ensure(tmp_path / "data" / fleet_secret.FILE_NAME))
     for name, ns, addr in zip("ab", net.names, net.addrs, strict=True):
         log = tmp_path / f"agent-{name}.log"
         agents[name] = _agent(ns, "executor", "--listen", f"{addr}:7100", "--state-dir",
                               str(tmp_path / f"{name}-exec"), "--nodes", "1",
-                              "--gpus-per-node", "2", log=log)
+                              "--gpus-per-node", "2", "--secret-file", str(secret), log=log)
         agents[name + "-storage"] = _agent(ns, "storage", "--listen", f"{addr}:7101", "--dir",
-                                           str(tmp_path / f"{name}-store"), log=log)
+                                           str(tmp_path / f"{name}-store"), "--secret-file",
+                                           str(secret), log=log)
     serve = ServeProc(tmp_path / "data", f"sqlite:///{tmp_path / 'stint.db'}", "--fleet",
                       str(_fleet_file(tmp_path, net)), "--global", "static")
     try:

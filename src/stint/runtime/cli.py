@@ -503,6 +503,19 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
 
 
 ListenOpt = Annotated[str, typer.Option(help="HOST:PORT to listen on.")]
+SecretOpt = Annotated[Path, typer.Option(help="A copy of the control plane's "
+                                         "<data-dir>/fleet.secret (mode 0600): only callers "
+                                         "with it are answered.")]
+
+
+def _secret(path: Path) -> str:
+    from stint.runtime.fleet_secret import SecretError, load
+
+    try:
+        return load(path)
+    except SecretError as exc:
+        typer.echo(f"error: --secret-file: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -516,6 +529,7 @@ def _host_port(listen: str) -> tuple[str, int]:
 def agent_executor(
     listen: ListenOpt,
     state_dir: Annotated[Path, typer.Option(help="The executor's durable state.")],
+    secret_file: SecretOpt,
     nodes: Annotated[int, typer.Option("--nodes", help="Virtual nodes.")] = 1,
     gpus_per_node: Annotated[int, typer.Option(help="Slots per node.")] = 1,
 ) -> None:
@@ -528,8 +542,10 @@ def agent_executor(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host, port = _host_port(listen)
+    secret = _secret(secret_file)
     try:
-        run_agent(LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node), host, port)
+        run_agent(LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node), host, port,
+                  secret)
     except (OSError, ValueError) as exc:
         typer.echo(f"error: stint agent executor cannot start: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -538,14 +554,16 @@ def agent_executor(
 def agent_storage(
     listen: ListenOpt,
     dir: Annotated[Path, typer.Option("--dir", help="The cluster's checkpoint storage.")],
+    secret_file: SecretOpt,
 ) -> None:
     """Run a cluster's copy service over its storage directory (the cluster's ``copy =
     "HOST:PORT"``): serves its jobs' checkpoints, fetches others' from peers, verified."""
     from stint.runtime.copy import serve_storage
 
     host, port = _host_port(listen)
+    secret = _secret(secret_file)
     try:
-        server = serve_storage(dir, host, port)
+        server = serve_storage(dir, host, port, secret)
     except OSError as exc:
         typer.echo(f"error: stint agent storage cannot start: {exc}", err=True)
         raise typer.Exit(2) from None

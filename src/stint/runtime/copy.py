@@ -9,12 +9,16 @@ the two clusters, not the control plane:
 
 - ``GET /v1/ckpt/JOB`` -> the manifest: every file's relative path, size and SHA-256;
 - ``GET /v1/ckpt/JOB/PATH`` -> one file's bytes;
-- ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT"}`` -> pulls every file of the
-  source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and SHA-256 as it
-  arrives, then swaps it in for ``<dir>/12/ckpt`` (an old one is removed) and answers
-  ``{"bytes", "seconds", "files", "sha256"}`` (``seconds``: from the first file asked to the
-  last one verified; ``sha256``: over the manifest). A mismatch or a lost source is a 502 naming
-  the file; nothing is swapped in.
+- ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT", "owner": "alice"}`` -> pulls every
+  file of the source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and
+  SHA-256 as it arrives, gives the copy (and ``<dir>/12/`` if it made it) to the job's OS account
+  ``owner`` (null: ours; done as root, in a multi-user fleet), then swaps it in for
+  ``<dir>/12/ckpt`` (an old one is removed) and answers ``{"bytes", "seconds", "files",
+  "sha256"}`` (``seconds``: from the first file asked to the last one verified; ``sha256``: over
+  the manifest). A mismatch or a lost source is a 502 naming the file; nothing is swapped in.
+
+Every call, the peers' included, carries the fleet's secret (``fleet_secret``); one without it is
+a 401, so no job can read or replace another's checkpoint through the service.
 
 stdlib only (``http.server``/``http.client``): the service runs beside the storage, anywhere.
 """
@@ -34,6 +38,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from stint.runtime import fleet_secret
 
 CHUNK = 256 * 1024
 _JOB = re.compile(r"^[0-9]{1,18}$")
@@ -81,8 +87,9 @@ def _split(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def fetch(root: Path, job: str, source: str) -> CopyReport:
-    """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``."""
+def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = None) -> CopyReport:
+    """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``, for the
+    job's OS account ``owner`` (None: ours)."""
     if not _JOB.match(job):
         raise CopyError(f"bad job id {job!r}")
     host, port = _split(source)
@@ -93,7 +100,8 @@ def fetch(root: Path, job: str, source: str) -> CopyReport:
         # A receive buffer as large as the system allows: the link, not this process's turn
         # on a busy CPU, sets the pace (the kernel keeps receiving while it waits).
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
-        files = json.loads(_get(conn, f"/v1/ckpt/{job}", source))
+        auth = fleet_secret.headers(secret)
+        files = json.loads(_get(conn, f"/v1/ckpt/{job}", source, auth))
         t0 = time.monotonic()  # (the manifest's hashing on the source is not the copy's time)
         incoming = root / job / "ckpt.incoming"
         shutil.rmtree(incoming, ignore_errors=True)
@@ -103,8 +111,10 @@ def fetch(root: Path, job: str, source: str) -> CopyReport:
             rel = str(entry["path"])
             if not _safe(rel):
                 raise CopyError(f"{source}: unsafe path {rel!r} in job {job}'s manifest")
-            total += _pull(conn, source, job, entry, incoming / rel)
-    except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+            total += _pull(conn, source, job, entry, incoming / rel, auth)
+        if owner is not None:
+            _hand_over(root / job, incoming, owner)
+    except (OSError, http.client.HTTPException, ValueError, KeyError, LookupError) as exc:
         raise CopyError(f"copy of job {job}'s checkpoint from {source} failed: {exc}") from None
     finally:
         conn.close()
@@ -120,8 +130,26 @@ def fetch(root: Path, job: str, source: str) -> CopyReport:
     return CopyReport(total, seconds, len(files), digest)
 
 
-def _get(conn: http.client.HTTPConnection, path: str, source: str) -> bytes:
-    conn.request("GET", path)
+def _hand_over(job_dir: Path, tree: Path, owner: str) -> None:
+    """Give a verified copy, and the job's directory, to the job's account ``owner``, as if its
+    own attempts had written them (the shim takes over only an empty directory of ours); only
+    root can, and only root needs to (otherwise every job runs as us). A directory of a third
+    account is refused: it is another job's."""
+    from stint.runtime.executor.shim import resolve_account
+
+    if os.geteuid() != 0:
+        return
+    acct = resolve_account(owner)
+    if job_dir.lstat().st_uid not in (0, acct.uid):
+        raise CopyError(f"{job_dir} belongs to uid {job_dir.lstat().st_uid}, not to job "
+                        f"{job_dir.name}'s account {owner} (uid {acct.uid})")
+    for p in [job_dir, tree, *tree.rglob("*")]:
+        os.chown(p, acct.uid, acct.gid, follow_symlinks=False)
+    os.chmod(job_dir, 0o700)
+
+
+def _get(conn: http.client.HTTPConnection, path: str, source: str, auth: dict[str, str]) -> bytes:
+    conn.request("GET", path, headers=auth)
     resp = conn.getresponse()
     body = resp.read()
     if resp.status != 200:
@@ -130,10 +158,10 @@ def _get(conn: http.client.HTTPConnection, path: str, source: str) -> bytes:
 
 
 def _pull(conn: http.client.HTTPConnection, source: str, job: str, entry: dict[str, Any],
-          path: Path) -> int:
+          path: Path, auth: dict[str, str]) -> int:
     """One file, streamed to disk and checked against its manifest entry."""
     rel = str(entry["path"])
-    conn.request("GET", f"/v1/ckpt/{job}/{rel}")
+    conn.request("GET", f"/v1/ckpt/{job}/{rel}", headers=auth)
     resp = conn.getresponse()
     if resp.status != 200:
         raise CopyError(f"{source}: {rel}: HTTP {resp.status}: {resp.read()[:200]!r}")
@@ -151,14 +179,15 @@ def _pull(conn: http.client.HTTPConnection, source: str, job: str, entry: dict[s
     return size
 
 
-def request_fetch(service: str, job: str, source: str, timeout_s: float = FETCH_TIMEOUT_S
-                  ) -> CopyReport:
-    """Ask the copy service at ``service`` to fetch ``job``'s checkpoint from ``source``."""
+def request_fetch(service: str, job: str, source: str, secret: str, owner: str | None = None,
+                  timeout_s: float = FETCH_TIMEOUT_S) -> CopyReport:
+    """Ask the copy service at ``service`` to fetch ``job``'s checkpoint from ``source`` for the
+    job's OS account ``owner`` (None: the service's own)."""
     host, port = _split(service)
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
-        conn.request("POST", "/v1/fetch", json.dumps({"job": job, "source": source}),
-                     {"Content-Type": "application/json"})
+        conn.request("POST", "/v1/fetch", json.dumps({"job": job, "source": source, "owner": owner}),
+                     {"Content-Type": "application/json", **fleet_secret.headers(secret)})
         resp = conn.getresponse()
         body = resp.read()
     except (OSError, http.client.HTTPException) as exc:
@@ -172,7 +201,8 @@ def request_fetch(service: str, job: str, source: str, timeout_s: float = FETCH_
 
 
 class _Handler(BaseHTTPRequestHandler):
-    root: Path  # set on the subclass made by ``serve_storage``
+    root: Path  # these two are set on the subclass made by ``serve_storage``
+    secret: str
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -185,7 +215,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _refused(self) -> bool:
+        """Answer 401 (and True) unless the call carries the fleet's secret."""
+        if fleet_secret.allowed(self.headers.get(fleet_secret.HEADER), self.secret):
+            return False
+        self.close_connection = True
+        self._reply(401, b'{"error": "missing or wrong fleet secret"}')
+        return True
+
     def do_GET(self) -> None:
+        if self._refused():
+            return None
         parts = self.path.split("/", 4)  # "", "v1", "ckpt", JOB[, PATH]
         if len(parts) < 4 or parts[1:3] != ["v1", "ckpt"] or not _JOB.match(parts[3]):
             return self._reply(404, b'{"error": "no such path"}')
@@ -205,30 +245,35 @@ class _Handler(BaseHTTPRequestHandler):
             shutil.copyfileobj(f, self.wfile, CHUNK)
 
     def do_POST(self) -> None:
+        if self._refused():
+            return None
         if self.path != "/v1/fetch":
             return self._reply(404, b'{"error": "no such path"}')
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-            report = fetch(self.root, str(body["job"]), str(body["source"]))
+            owner = body.get("owner")
+            report = fetch(self.root, str(body["job"]), str(body["source"]), self.secret,
+                           None if owner is None else str(owner))
         except (CopyError, ValueError, KeyError, TypeError, OSError) as exc:
             return self._reply(502, str(exc).encode(), "text/plain")
         self._reply(200, json.dumps({"bytes": report.bytes, "seconds": report.seconds,
                                      "files": report.files, "sha256": report.sha256}).encode())
 
 
-def serve_storage(root: Path, host: str, port: int) -> ThreadingHTTPServer:
-    """A copy service for ``root`` bound to ``host:port`` (port 0: any), not yet serving
-    (call ``serve_forever``, or ``start_storage`` for a thread)."""
+def serve_storage(root: Path, host: str, port: int, secret: str) -> ThreadingHTTPServer:
+    """A copy service for ``root`` bound to ``host:port`` (port 0: any) answering callers with
+    ``secret``, not yet serving (call ``serve_forever``, or ``start_storage`` for a thread)."""
     root.mkdir(parents=True, exist_ok=True)
-    handler = type("StorageHandler", (_Handler,), {"root": root})
+    handler = type("StorageHandler", (_Handler,), {"root": root, "secret": secret})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
 
 
-def start_storage(root: Path, host: str = "127.0.0.1", port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+def start_storage(root: Path, secret: str, host: str = "127.0.0.1", port: int = 0
+                  ) -> tuple[ThreadingHTTPServer, str]:
     """A copy service on a daemon thread; returns it and its ``HOST:PORT``."""
-    server = serve_storage(root, host, port)
+    server = serve_storage(root, host, port, secret)
     threading.Thread(target=server.serve_forever, name=f"stint-copy-{root.name}",
                      daemon=True).start()
     return server, f"{host}:{server.server_address[1]}"

@@ -73,6 +73,7 @@ class FleetControl:
     fleet: Fleet
     members: dict[str, Member]  # by cluster name, in the fleet file's order
     policy: GlobalPolicy
+    secret: str  # the fleet's (``fleet_secret``): every copy service asks for it
     copies: dict[int, _Copy] = field(default_factory=dict)
     _pool: cf.ThreadPoolExecutor = field(
         default_factory=lambda: cf.ThreadPoolExecutor(4, thread_name_prefix="stint-copy"))
@@ -126,7 +127,7 @@ class FleetControl:
     def _copy(self, job: Job) -> None:
         src, dst = job.cluster or "", job.to_cluster or ""
         future = self._pool.submit(request_fetch, self.members[dst].copy, str(job.id),
-                                   self.members[src].copy)
+                                   self.members[src].copy, self.secret, job.os_user)
         self.copies[job.id] = _Copy(job.id, src, dst, future)
 
     def _finish_copies(self, w: Session, now: float) -> None:

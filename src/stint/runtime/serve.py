@@ -166,12 +166,17 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
     copy service for each cluster that names none, and the global scheduler."""
     from stint.runtime.copy import start_storage
     from stint.runtime.fleet import FleetControl, Member
+    from stint.runtime.fleet_secret import FILE_NAME, SecretError, ensure
 
     rays = [c.name for c in fleet.clusters if c.executor == "ray" or c.executor.startswith("ray://")]
     if len(rays) > 1:  # (ray.init connects a process to one cluster)
         raise StartupError(f"{cfg.fleet.file}: clusters {', '.join(rays)} each name a Ray executor; "
                            "one control plane drives at most one Ray cluster (run the others' "
                            "executors as stint agent executor)")
+    try:
+        secret = ensure(data_dir / FILE_NAME)  # the agents' copies must match it
+    except SecretError as exc:
+        raise StartupError(str(exc)) from None
     members: dict[str, Member] = {}
     servers = []
     for c in fleet.clusters:
@@ -179,9 +184,9 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
         storage.mkdir(parents=True, exist_ok=True)
         copy = c.copy
         if not copy:
-            server, copy = start_storage(storage)
+            server, copy = start_storage(storage, secret)
             servers.append(server)
-        executor = cluster_executor(data_dir, c.name, c.executor, c.nodes, c.gpus_per_node)
+        executor = cluster_executor(data_dir, c.name, c.executor, c.nodes, c.gpus_per_node, secret)
         ctl = cfg.controller
         controller = Controller(store, executor,
                                 make_with_options(cfg.policy_name(), cfg.policy_options()),
@@ -190,7 +195,7 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
                                 metrics, member=c.name, region=c.region)
         members[c.name] = Member(controller, storage, copy)
     store.keep_clusters(list(members))
-    body = FleetControl(store, fleet, members, global_policy)
+    body = FleetControl(store, fleet, members, global_policy, secret)
 
     def close() -> None:
         body.close()
@@ -201,8 +206,10 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
                  {n: m.storage for n, m in members.items()}, close)
 
 
-def cluster_executor(data_dir: Path, name: str, kind: str, nodes: int, gpus: int) -> Executor:
-    """A fleet cluster's executor from its ``executor`` key."""
+def cluster_executor(data_dir: Path, name: str, kind: str, nodes: int, gpus: int,
+                     secret: str) -> Executor:
+    """A fleet cluster's executor from its ``executor`` key (``secret``: the fleet's, for an
+    agent)."""
     state_dir = data_dir / "executor" / name
     if kind == "local":
         from stint.runtime.executor.local import LocalExecutor
@@ -212,7 +219,7 @@ def cluster_executor(data_dir: Path, name: str, kind: str, nodes: int, gpus: int
         from stint.runtime.executor.base import NodeInfo
         from stint.runtime.executor.remote import RemoteExecutor
 
-        return RemoteExecutor(kind, [NodeInfo(f"node-{i}", gpus) for i in range(nodes)], name)
+        return RemoteExecutor(kind, [NodeInfo(f"node-{i}", gpus) for i in range(nodes)], secret, name)
     from stint.runtime.executor import ray as ray_executor
 
     return ray_executor.RayExecutor(state_dir, address=None if kind == "ray" else kind)

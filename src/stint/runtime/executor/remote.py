@@ -2,9 +2,11 @@
 serves a cluster's own executor over HTTP, and ``RemoteExecutor`` is the ``Executor`` the
 control plane drives it through.
 
-``stint agent executor --listen HOST:PORT --state-dir DIR --nodes N --gpus-per-node G`` runs a
-``LocalExecutor`` behind ``POST /v1/<method>`` (a JSON object of arguments in, ``{"result":
-...}`` out) for every method of the ``Executor`` protocol; ``poll`` also returns the nodes down.
+``stint agent executor --listen HOST:PORT --state-dir DIR --nodes N --gpus-per-node G
+--secret-file F`` runs a ``LocalExecutor`` behind ``POST /v1/<method>`` (a JSON object of
+arguments in, ``{"result": ...}`` out) for every method of the ``Executor`` protocol; ``poll``
+also returns the nodes down. A call without the fleet's secret (``fleet_secret``) is refused with
+a 401 before its body is read: the agent launches processes as any job's account.
 On SIGTERM the agent kills the workers it runs, then exits (a cluster that stops takes its jobs
 with it; their last checkpoints stay in its storage, served by its copy service).
 
@@ -31,6 +33,7 @@ from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from stint.runtime import fleet_secret
 from stint.runtime.executor.base import (
     DEFAULT_GRACE_S,
     Executor,
@@ -66,8 +69,9 @@ def _exit_in(d: Mapping[str, Any]) -> JobExit:
 class RemoteExecutor:
     """The ``Executor`` of a cluster whose agent listens at ``url`` (``http://HOST:PORT``)."""
 
-    def __init__(self, url: str, nodes: Sequence[NodeInfo], name: str = "") -> None:
+    def __init__(self, url: str, nodes: Sequence[NodeInfo], secret: str, name: str = "") -> None:
         self.url, self.name = url.rstrip("/"), name or url
+        self._auth = fleet_secret.headers(secret)
         self._nodes = list(nodes)
         self._known: dict[str, int] = {}  # job -> attempt launched or seen running, not ended
         self._down: frozenset[str] = frozenset()
@@ -78,7 +82,8 @@ class RemoteExecutor:
     # -- transport -------------------------------------------------------------------------
     def _call(self, method: str, **args: Any) -> Any:
         req = urllib.request.Request(f"{self.url}/v1/{method}", json.dumps(args).encode(),
-                                     {"Content-Type": "application/json"}, method="POST")
+                                     {"Content-Type": "application/json", **self._auth},
+                                     method="POST")
         try:
             with urllib.request.urlopen(req, timeout=CALL_TIMEOUT_S) as resp:
                 body = json.loads(resp.read())
@@ -230,8 +235,9 @@ def _dispatch(executor: Executor, method: str, args: dict[str, Any]) -> Any:
     raise KeyError(method)
 
 
-def serve_executor(executor: Executor, host: str, port: int) -> ThreadingHTTPServer:
-    """An agent for ``executor`` bound to ``host:port``; calls are serialized (one lock)."""
+def serve_executor(executor: Executor, host: str, port: int, secret: str) -> ThreadingHTTPServer:
+    """An agent for ``executor`` bound to ``host:port`` answering callers with ``secret``; calls
+    are serialized (one lock)."""
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -242,6 +248,17 @@ def serve_executor(executor: Executor, host: str, port: int) -> ThreadingHTTPSer
 
         def do_POST(self) -> None:
             method = self.path.removeprefix("/v1/")
+            if not fleet_secret.allowed(self.headers.get(fleet_secret.HEADER), secret):
+                self.close_connection = True
+                status, body = 401, b"missing or wrong fleet secret"
+            else:
+                status, body = self._answer(method)
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _answer(self, method: str) -> tuple[int, bytes]:
             status, body = 200, b""
             try:
                 args = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
@@ -253,19 +270,16 @@ def serve_executor(executor: Executor, host: str, port: int) -> ThreadingHTTPSer
                 status, body = 404, f"no method or argument {exc}".encode()
             except (ExecutorError, ValueError, TypeError) as exc:
                 status, body = 400, str(exc).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            return status, body
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server
 
 
-def run_agent(executor: Executor, host: str, port: int) -> None:
+def run_agent(executor: Executor, host: str, port: int, secret: str) -> None:
     """Serve ``executor`` until SIGTERM/SIGINT; then kill its workers and exit."""
-    server = serve_executor(executor, host, port)
+    server = serve_executor(executor, host, port, secret)
 
     def stop(_sig: int, _frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
