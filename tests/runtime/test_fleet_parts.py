@@ -119,8 +119,10 @@ def test_the_services_answer_only_the_fleets_secret(tmp_path: Path) -> None:
             request_fetch(dst, "7", stranger, SECRET)
         assert (tmp_path / "b" / "7" / "ckpt" / "step-1.ckpt").read_bytes() == b"mine"
         assert local.running() == {} and not (tmp_path / "owned").exists()
-        with pytest.raises(ExecutorError, match="fleet secret"):
-            RemoteExecutor(url, [NodeInfo("node-0", 1)], "other" * 8, "a").launch([touch])
+        stranger_plane = RemoteExecutor(url, [NodeInfo("node-0", 1)], "other" * 8, "a")
+        with pytest.raises(ExecutorError, match="refused the fleet's secret"):
+            stranger_plane.launch([touch])
+        assert stranger_plane.down_nodes() == {"node-0"}  # as good as unreachable
     finally:
         for server in (src_server, dst_server, stranger_server, agent):
             server.shutdown()

@@ -447,7 +447,7 @@ def serve(cfg: ServeConfig) -> None:
                                         limits=cfg.limits, policy=name, clusters=plane.storage))
     add_health_route(app, loop)
     add_metrics(app, metrics)
-    log_listening(cfg, sock, token_file, name)
+    log_listening(cfg, sock, token_file, name, None if fleet is None else fleet[0])
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     drain = [ctl.drain]
 
@@ -469,7 +469,8 @@ def serve(cfg: ServeConfig) -> None:
         store.close()
 
 
-def log_listening(cfg: ServeConfig, sock: socket.socket, token_file: Path, policy: str) -> None:
+def log_listening(cfg: ServeConfig, sock: socket.socket, token_file: Path, policy: str,
+                  fleet: Fleet | None) -> None:
     """Where the control plane listens and how to connect to it (at WARNING: shown at every
     log level but ``error``)."""
     host, port = sock.getsockname()[:2]
@@ -477,6 +478,10 @@ def log_listening(cfg: ServeConfig, sock: socket.socket, token_file: Path, polic
     ex = cfg.executor
     where = (f"{ex.nodes} local node(s) of {ex.gpus_per_node} GPU(s)" if ex.kind == "local"
              else f"ray at {ex.ray_address or '$RAY_ADDRESS'}")
+    if fleet is not None:
+        where = (f"each of {len(fleet.clusters)} clusters ({', '.join(c.name for c in fleet.clusters)}; "
+                 f"{sum(c.nodes * c.gpus_per_node for c in fleet.clusters)} GPUs), global "
+                 f"scheduler {cfg.fleet.global_policy}")
     log.warning("listening on %s: API under /v1, Prometheus metrics at /metrics; policy %s "
                 "on %s", url, policy, where)
     log.warning("connect: stint jobs --server %s (or STINT_SERVER=%s); the admin's token is "

@@ -91,6 +91,11 @@ class RemoteExecutor:
             text = exc.read().decode(errors="replace")
             if exc.code == 409:
                 raise LaunchError(text) from None
+            if exc.code == 401:  # a wrong --secret-file: as good as unreachable, and said so
+                self._lose(f"{method}: it refused the fleet's secret (is its --secret-file a "
+                           "copy of the control plane's fleet.secret?)")
+                raise Unreachable(f"cluster {self.name}'s executor refused the fleet's "
+                                  "secret") from None
             raise ExecutorError(f"cluster {self.name}: {method}: {text}") from None
         except (OSError, ValueError) as exc:
             self._lose(f"{method}: {exc}")
