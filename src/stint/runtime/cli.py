@@ -530,23 +530,30 @@ def agent_executor(
     listen: ListenOpt,
     state_dir: Annotated[Path, typer.Option(help="The executor's durable state.")],
     secret_file: SecretOpt,
-    nodes: Annotated[int, typer.Option("--nodes", help="Virtual nodes.")] = 1,
-    gpus_per_node: Annotated[int, typer.Option(help="Slots per node.")] = 1,
+    nodes: Annotated[int, typer.Option("--nodes", help="local: virtual nodes.")] = 1,
+    gpus_per_node: Annotated[int, typer.Option(help="local: slots per node.")] = 1,
+    executor: Annotated[str, typer.Option(help="local (virtual nodes) or ray (a Ray cluster's "
+                                          "nodes).")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="--executor ray: the Ray cluster "
+                                                    "(default $RAY_ADDRESS).")] = None,
 ) -> None:
-    """Run a cluster's executor (local virtual nodes) for a fleet's control plane (the
-    cluster's ``executor = "http://HOST:PORT"``). SIGTERM kills its workers and exits."""
+    """Run a cluster's executor for a fleet's control plane (the cluster's ``executor =
+    "http://HOST:PORT"``): local virtual nodes, or a Ray cluster (one agent per Ray cluster,
+    so one control plane drives several). SIGTERM kills its workers and exits."""
     import logging
 
-    from stint.runtime.executor.local import LocalExecutor
+    from stint.config import ExecutorConfig
+    from stint.runtime.executor.base import ExecutorError
     from stint.runtime.executor.remote import run_agent
+    from stint.runtime.serve import make_executor
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host, port = _host_port(listen)
     secret = _secret(secret_file)
     try:
-        run_agent(LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node), host, port,
-                  secret)
-    except (OSError, ValueError) as exc:
+        ex = make_executor(ExecutorConfig(executor, nodes, gpus_per_node, ray_address), state_dir)
+        run_agent(ex, host, port, secret)
+    except (OSError, ValueError, ExecutorError) as exc:
         typer.echo(f"error: stint agent executor cannot start: {exc}", err=True)
         raise typer.Exit(2) from None
 

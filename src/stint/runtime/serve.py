@@ -100,8 +100,8 @@ def reachable(path: Path) -> Path | None:
     return None
 
 
-def make_executor(ex: ExecutorConfig, data_dir: Path) -> Executor:
-    state_dir = data_dir / "executor"
+def make_executor(ex: ExecutorConfig, state_dir: Path) -> Executor:
+    """The executor ``ex`` names, keeping its durable state in ``state_dir``."""
     if ex.kind == "local":
         from stint.runtime.executor.local import LocalExecutor
 
@@ -134,7 +134,7 @@ class Plane:
 
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
-    executor = make_executor(cfg.executor, data_dir)
+    executor = make_executor(cfg.executor, data_dir / "executor")
     ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
     controller = Controller(store, executor, policy, ControllerConfig(
         jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
@@ -172,7 +172,7 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
     if len(rays) > 1:  # (ray.init connects a process to one cluster)
         raise StartupError(f"{cfg.fleet.file}: clusters {', '.join(rays)} each name a Ray executor; "
                            "one control plane drives at most one Ray cluster (run the others' "
-                           "executors as stint agent executor)")
+                           "executors as stint agent executor --executor ray)")
     try:
         secret = ensure(data_dir / FILE_NAME)  # the agents' copies must match it
     except SecretError as exc:
