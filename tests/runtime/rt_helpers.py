@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,3 +113,13 @@ def kill_leftover_workers(data_dir: Path) -> None:
         ex.kill(jid)
     wait_for(lambda: not ex.running(), 10, "leftover workers to exit")
     ex.close()
+
+
+MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
+
+
+def final_digest(text: str, steps: int) -> str:
+    """The model digest ``examples/mlp.py`` prints once, on finishing ``steps`` steps."""
+    found = re.findall(rf"done step {steps} digest (\S+)", text)
+    assert len(found) == 1, text[-2000:]
+    return str(found[0])

@@ -5,33 +5,20 @@ an unmoved run."""
 
 from __future__ import annotations
 
-import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from rt_helpers import STINT, ServeProc, wait_for
+from rt_helpers import MLP, STINT, ServeProc, final_digest, free_port, wait_for
 
 from stint.runtime import fleet_secret
 from stint.runtime.executor.raycluster import LoopbackRayCluster
 
-MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 STEPS = 30
 JOB = ["--steps", str(STEPS), "--checkpoint-every", "5", "--log-every", "5"]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _digest(text: str) -> str:
-    found = re.findall(rf"done step {STEPS} digest (\S+)", text)
-    assert len(found) == 1, text[-2000:]
-    return found[0]
 
 
 @pytest.mark.slow
@@ -41,7 +28,7 @@ def test_a_ray_cluster_behind_an_agent_is_a_fleet_cluster(tmp_path: Path) -> Non
                                capture_output=True, text=True, check=True, timeout=300).stdout
     secret = tmp_path / "data" / fleet_secret.FILE_NAME
     fleet_secret.ensure(secret)
-    port = _port()
+    port = free_port()
     (tmp_path / "fleet.toml").write_text(
         f'[region.r1.cluster.ray1]\nnodes = 1\ngpus_per_node = 1\nexecutor = "http://127.0.0.1:{port}"\n'
         '[region.r1.cluster.local1]\nnodes = 1\ngpus_per_node = 1\n')
@@ -80,4 +67,4 @@ def test_a_ray_cluster_behind_an_agent_is_a_fleet_cluster(tmp_path: Path) -> Non
     assert done["state"] == "succeeded" and done["cluster"] == "local1", done["reason"]
     assert done["copy_bytes"] > 0
     moved = (tmp_path / "data-jobs" / "local1" / str(job) / "log.txt").read_text()
-    assert _digest(moved) == _digest(reference) and "resumed" in moved
+    assert final_digest(moved, STEPS) == final_digest(reference, STEPS) and "resumed" in moved

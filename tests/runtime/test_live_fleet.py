@@ -17,7 +17,6 @@ Needs root and ``ip``/``tc`` (iproute2): skipped otherwise, with the reason, exc
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -27,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from rt_helpers import STINT, ServeProc, wait_for
+from rt_helpers import MLP, STINT, ServeProc, final_digest, wait_for
 
 from stint.runtime import fleet_secret
 from stint.runtime.store import write_token_file
 
-MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 STEPS = 40
 RATE_MBIT = 50.0
 PAD_MB = 10.0
@@ -109,10 +107,6 @@ def _agent(ns: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-def _digest(text: str) -> str:
-    found = re.findall(rf"done step {STEPS} digest (\S+)", text)
-    assert len(found) == 1, text[-2000:]
-    return found[0]
 
 
 def _fleet_file(tmp: Path, net: Net) -> Path:
@@ -174,9 +168,9 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
                 p.terminate()
                 p.wait(20)
         reference_out = reference.communicate(timeout=120)[0]
-    want = _digest(reference_out)
+    want = final_digest(reference_out, STEPS)
     assert first["state"] == "succeeded", first["reason"]
-    assert _digest((tmp_path / "b-store" / str(one) / "log.txt").read_text()) == want
+    assert final_digest((tmp_path / "b-store" / str(one) / "log.txt").read_text(), STEPS) == want
     # The copy crossed the limited link: its time is size / bandwidth (within 25 %).
     assert moved["copy_bytes"] > PAD_MB * 1e6
     expected = moved["copy_bytes"] * 8 / (RATE_MBIT * 1e6)
@@ -192,5 +186,5 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
     print(reasons)
     assert "unreachable" in reasons and "checkpoint copied from a to b" in reasons
     log_b2 = (tmp_path / "b-store" / str(two) / "log.txt").read_text()
-    assert _digest(log_b2) == want
+    assert final_digest(log_b2, STEPS) == want
     assert "step 5 digest" not in log_b2  # it resumed from a checkpoint, not from the start

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rt_helpers import ServeProc, counter_cmd, wait_for
+from rt_helpers import MLP, ServeProc, counter_cmd, final_digest, wait_for
 
 from stint.runtime.executor.raycluster import LoopbackRayCluster
 from stint.runtime.executor.shim import proc_start_ticks
 
-MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 MLP_STEPS = 30
 COUNT = 20
 
@@ -93,10 +92,6 @@ def controller_steps(serve: ServeProc) -> int:
     return int(body["steps"]) if body["status"] == "ok" else 0
 
 
-def final_digest(text: str) -> str:
-    found = re.findall(rf"done step {MLP_STEPS} digest (\S+)", text)
-    assert len(found) == 1, text[-2000:]
-    return found[0]
 
 
 @pytest.mark.slow
@@ -146,7 +141,7 @@ def test_ray_preempt_resume_and_serve_restart_readopts(
     mlp_log = log_of(serve, mlp)
     resumed = re.findall(r"stint: resumed \S+ at step (\d+)", mlp_log)
     assert len(resumed) == 1 and int(resumed[0]) > 0, mlp_log  # from its checkpoint, not step 0
-    assert final_digest(mlp_log) == final_digest(reference_out)
+    assert final_digest(mlp_log, MLP_STEPS) == final_digest(reference_out, MLP_STEPS)
 
     detail = json.loads(serve.cli("show", str(held), "--json"))
     assert detail["state"] == "succeeded", detail["reason"]

@@ -4,22 +4,16 @@ SQLite only: the store's behaviour is covered on both databases by the other tes
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from rt_helpers import ServeProc, kill_leftover_workers, wait_for
+from rt_helpers import MLP, ServeProc, final_digest, kill_leftover_workers, wait_for
 
-MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 STEPS = 30
 
 
-def final_digest(text: str) -> str:
-    found = re.findall(rf"done step {STEPS} digest (\S+)", text)
-    assert len(found) == 1, text[-2000:]
-    return found[0]
 
 
 @pytest.mark.slow
@@ -48,4 +42,4 @@ def test_resized_sdk_job_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     path = [t["dst"] for t in detail["transitions"]]
     assert path[3:9] == ["running", "checkpointing", "preempted", "resizing", "starting", "running"]
     assert detail["allocation"] and sum(detail["allocation"].values()) == 1
-    assert final_digest(log.read_text()) == final_digest(reference_out)
+    assert final_digest(log.read_text(), STEPS) == final_digest(reference_out, STEPS)
