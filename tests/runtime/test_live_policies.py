@@ -127,8 +127,7 @@ def test_singularity_shrinks_a_basic_sdk_job_for_a_premium_one(tmp_path: Path) -
     reference = subprocess.run([sys.executable, MLP, "--steps", str(steps), "--logical", "2",
                                 "--ckpt-dir", str(tmp_path / "ref")], capture_output=True,
                                text=True, timeout=300, check=True).stdout
-    serve = _serve(tmp_path, "--nodes", "1", "--gpus-per-node", "2", "--policy", "singularity",
-                   "--policy-opt", "min_hold_s=0")
+    serve = _serve(tmp_path, "--nodes", "1", "--gpus-per-node", "2", "--policy", "singularity")
     try:  # the basic job fills the cluster; it can run on 1 or 2 workers (2 logical ranks)
         basic = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--max-gpus", "2",
                               "--logical-ranks", "2", "--tier", "basic", "--", sys.executable, MLP,

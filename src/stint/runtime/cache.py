@@ -6,7 +6,9 @@ step therefore loads only new jobs, jobs with new requests, and the jobs the pre
 changed, and rebuilds only their ``JobStatus``: a step over 10,000 queued jobs costs O(changes).
 Every ``resync_s`` it reloads everything, which also catches a PostgreSQL insert that committed
 after one with a larger id; the rows it reports changed are then exactly those whose columns
-differ from the cached ones (or that are new or gone), so ``changed`` stays complete and exact and
+differ from the cached ones (or that are new or gone) and those the previous step changed (their
+cached copies already carry the change: a diff alone would miss it and leave their status and
+their plain-queued mark stale), so ``changed`` stays complete and exact and
 the policy's index stays valid (``stream`` is bumped only by ``invalidate``, after a failed step
 or a restart, when cached rows cannot be trusted).
 """
@@ -78,6 +80,7 @@ class JobCache:
                 changed = {i for i in old.keys() | self.rows.keys()
                            if i not in old or i not in self.rows
                            or _columns(old[i]) != _columns(self.rows[i])}
+                changed |= self._stale - self._noted  # their copies carry the change
             else:
                 changed = old.keys() | self.rows.keys()
                 self.statuses.clear()
