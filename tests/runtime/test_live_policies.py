@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
+from rt_helpers import MLP, ServeProc, counter_cmd, final_digest, kill_leftover_workers, wait_for
 
-MLP = str(Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
 ENDED = ("succeeded", "failed", "cancelled", "rejected")
 
 
@@ -30,10 +29,6 @@ def _all_end(serve: ServeProc, ids: list[int], timeout: float) -> list[dict[str,
         return [c.show(j) for j in ids]
 
 
-def _digest(text: str, steps: int) -> str:
-    found = re.findall(rf"done step {steps} digest (\S+)", text)
-    assert found, text[-2000:]
-    return found[-1]
 
 
 @pytest.mark.slow
@@ -105,7 +100,7 @@ def test_elastic_policy_resizes_sdk_job_only_to_feasible_sizes(tmp_path: Path) -
         t["reason"] for t in d["transitions"]))]
     assert set(sizes) == {1, 2}, sizes  # resized, never to the infeasible 3 workers
     assert any(t["dst"] == "resizing" for t in d["transitions"])
-    assert _digest(log, steps) == _digest(reference, steps)
+    assert final_digest(log, steps) == final_digest(reference, steps)
 
 
 def test_serve_refuses_a_bad_policy_option_or_config_in_one_line(tmp_path: Path) -> None:
@@ -157,6 +152,6 @@ def test_singularity_shrinks_a_basic_sdk_job_for_a_premium_one(tmp_path: Path) -
     assert waited < 10.0, (basic_path, premium_path)  # the bar: within seconds (~1 s) locally
     assert during["decision"] == f"shrunk to 1 workers for premium job {premium}"
     assert any(t["dst"] == "resizing" for t in b["transitions"])  # time-sliced onto 1 worker
-    assert _digest(log, steps) == _digest(reference, steps)  # no lost work, bitwise
+    assert final_digest(log, steps) == final_digest(reference, steps)  # no lost work, bitwise
     assert 0 < b["attainment"] <= 1 and 0 < p["attainment"] <= 1
     assert "premium" in listing and "basic" in listing  # the TIER column
