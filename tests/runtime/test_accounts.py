@@ -1,7 +1,8 @@
 """Jobs run as their owner's OS account: a real ``stint serve`` as root, two real accounts
 (created with useradd, removed afterwards). A non-admin user's job cannot read the admin token,
 the store, the supervisors' state, another user's log and checkpoint, or the control plane's
-secrets (its environment, its supervisor's ``/proc`` entries); its own checkpoints resume."""
+secrets (its environment, its supervisor's ``/proc`` entries); its own checkpoints resume, also
+after a move between the clusters of a live fleet (the copy is handed to its account)."""
 
 from __future__ import annotations
 
@@ -180,3 +181,56 @@ def test_a_user_without_an_os_account_cannot_submit(base: Path) -> None:
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "os_user"]
     finally:
         serve.stop()
+
+
+FLEET = """\
+[region.east.cluster.a]
+nodes = 1
+gpus_per_node = 1
+[region.west.cluster.b]
+nodes = 1
+gpus_per_node = 1
+"""
+
+
+def test_a_users_job_moves_between_clusters_as_its_owner(accounts: tuple[str, str],
+                                                         base: Path) -> None:
+    # A live fleet as root: alice's job checkpoints on cluster a, its checkpoint is copied to
+    # b (by the copy services, as root) and its next attempt there runs as alice, from it.
+    alice, _ = accounts
+    data, fleet = base / "data", base / "fleet.toml"
+    fleet.write_text(FLEET)
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"),
+                      "--fleet", str(fleet), "--global", "static")
+    serve.jobs_dir = base / "jobs"
+    serve.start()
+    try:
+        ta = serve.cli("user", "create", "alice", "--os-user", alice).strip()
+        wa = _workdir(base, alice)
+        pw = pwd.getpwnam(alice)
+        out = wa / "counter"
+        out.mkdir()
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        job = int(serve.cli("submit", "--chdir", str(wa), "--", str(PY), COUNTER, "20", str(out),
+                            "--hold", token=ta))
+        wait_for(lambda: "starts at step 0" in serve.cli("logs", str(job), token=ta), 60,
+                 "the counter to start on cluster a")
+        assert json.loads(serve.cli("show", str(job), "--json"))["cluster"] == "a"
+        serve.cli("migrate", str(job), "--to-cluster", "b")
+        wait_for(lambda: "attempt 2 starts" in serve.cli("logs", str(job), token=ta), 60,
+                 "the counter to resume on cluster b")
+        moved = serve.jobs_dir / "b" / str(job)
+        for path in (moved, moved / "ckpt", moved / "ckpt" / "counter.json"):
+            assert path.stat().st_uid == pw.pw_uid, path  # the copy is alice's, not root's
+        (out / "release").touch()
+        wait_for(lambda: _state(serve, job) == "succeeded", 60, "the counter to finish")
+        detail = json.loads(serve.cli("show", str(job), "--json"))
+        assert detail["cluster"] == "b" and detail["copy_bytes"] > 0
+        result = json.loads((out / "result.json").read_text())
+        assert result["total"] == 20 * 21 // 2 and result["resumes"][1][0] == 2
+        # The fleet's secret is the control plane's: no job account can read it.
+        assert (data / "fleet.secret").stat().st_mode & 0o077 == 0
+        assert data.stat().st_mode & 0o777 == 0o700
+    finally:
+        serve.stop()
+        kill_leftover_workers(data)

@@ -263,7 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
 def serve_storage(root: Path, host: str, port: int, secret: str) -> ThreadingHTTPServer:
     """A copy service for ``root`` bound to ``host:port`` (port 0: any) answering callers with
     ``secret``, not yet serving (call ``serve_forever``, or ``start_storage`` for a thread)."""
-    root.mkdir(parents=True, exist_ok=True)
+    from stint.runtime.executor.shim import jobs_root
+
+    jobs_root(str(root), os.geteuid() == 0)  # its jobs' attempts write there, as their owners
     handler = type("StorageHandler", (_Handler,), {"root": root, "secret": secret})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True

@@ -23,6 +23,7 @@ from stint.policies.registry import make_with_options
 from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.executor.shim import jobs_root
 from stint.runtime.metrics import CONTENT_TYPE, Metrics
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
@@ -71,9 +72,7 @@ def claim_dirs(data_dir: Path, jobs: Path, store_id: str, multi_user: bool,
     """Tie the data and jobs directories to this store: record its id in each, or refuse if a
     directory belongs to another store (or holds state of an unknown one), so job ids and job
     directories are never reused by a different job."""
-    jobs.mkdir(parents=True, exist_ok=True)
-    # Users must reach their own job's directory (mode 0700, theirs) but list nothing.
-    os.chmod(jobs, 0o711 if multi_user else 0o700)
+    jobs_root(str(jobs), multi_user)
     for d, state in ((data_dir, data_dir / "executor" / "jobs"), (jobs, jobs)):
         path = d / STORE_ID_FILE
         try:
@@ -181,7 +180,7 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
     servers = []
     for c in fleet.clusters:
         storage = Path(c.storage) if c.storage else cfg.store.jobs_root() / c.name
-        storage.mkdir(parents=True, exist_ok=True)
+        jobs_root(str(storage), os.geteuid() == 0)  # (as the single cluster's jobs directory)
         copy = c.copy
         if not copy:
             server, copy = start_storage(storage, secret)

@@ -101,6 +101,14 @@ def resolve_account(name: str) -> Account:
     return Account(name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir, pw.pw_shell or "/bin/sh")
 
 
+def jobs_root(path: str, multi_user: bool) -> None:
+    """Make ``path`` a directory that holds jobs' directories (created if need be): in
+    multi-user mode every account may reach its own job's directory (mode 0700, its own) but list
+    nothing (mode 0711); otherwise it is ours alone (0700)."""
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o711 if multi_user else 0o700)
+
+
 def own_dir(path: str, acct: Account | None) -> None:
     """Make ``path`` a directory of ``acct`` (None: ours), mode 0700: create it, or take over an
     empty one we created; PermissionError if it is a link, not a directory, or another account's
