@@ -13,27 +13,21 @@ interpolation in the Delaunay tetrahedron that contains the query, as scipy's
 ``LinearNDInterpolator`` does), falling back to the nearest measurement outside their convex hull.
 
 The lookups are plain Python, without NumPy or SciPy, so a simulation imports neither: the
-tetrahedra are computed once with SciPy's Qhull and shipped beside the tables
-(``mesh.json.gz``, ``scripts/profile_meshes.py``; refused if the tables change), and a query
-walks from tetrahedron to neighbour towards the point.
+tetrahedra are computed once with SciPy's Qhull (``mesh.json.gz``, ``scripts/profile_meshes.py``)
+and shipped with the parsed tables in one file per application (``stint.perf.tables``), and a
+query walks from tetrahedron to neighbour towards the point.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import math
-import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from pathlib import Path
 
 from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
+from stint.perf import tables
 from stint.perf.progress import efficiency_table
 
 
@@ -70,32 +64,14 @@ APPLICATIONS: dict[str, Application] = {
 
 
 class _Table:
-    """One application's measurements."""
+    """One application's measurements (``stint.perf.tables``)."""
 
     def __init__(self, app: str) -> None:
-        self.app = app
-        base = _base(app)
-        self.by_placement: dict[tuple[int, ...], tuple[list[float], list[float], list[float]]] = {}
-        rows: dict[tuple[int, ...], dict[float, list[tuple[float, float]]]] = {}
-        points: list[tuple[float, float, float]] = []
-        values: list[tuple[float, float]] = []
-        for placement, bsz, step_s, sync_s in _read(base / "placements.csv.gz"):
-            key = _canonical(tuple(int(c) for c in placement))
-            rows.setdefault(key, {}).setdefault(float(bsz), []).append((float(step_s), float(sync_s)))
-        for key, by_bsz in rows.items():
-            # Several rotations of one placement (e.g. "12" and "21") are averaged per batch size.
-            bs = sorted(by_bsz)
-            step = [sum(v[0] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
-            sync = [sum(v[1] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
-            self.by_placement[key] = (bs, step, sync)
-            for b, st, sy in zip(bs, step, sync):
-                points.append((float(len(key)), float(sum(key)), b))
-                values.append((st, sy))
-        for nodes, replicas, bsz, step_s, sync_s in _read(base / "scalability.csv.gz"):
-            points.append((float(nodes), float(replicas), float(bsz)))
-            values.append((float(step_s), float(sync_s)))
-        self.points = points
-        self.values = values
+        shipped = tables.load(app)
+        self.by_placement = shipped.placements
+        self.points = shipped.points
+        self.values = shipped.values
+        self._shipped = shipped
         self._mesh: Mesh | None = None
         self._interpolated: dict[tuple[int, int, float], tuple[float, float]] = {}
 
@@ -109,7 +85,7 @@ class _Table:
         got = self._interpolated.get(key)
         if got is None:
             if self._mesh is None:
-                self._mesh = Mesh.load(self.app, self.points, self.values)
+                self._mesh = Mesh.of(self._shipped)
             got = self._interpolated[key] = self._mesh.at((float(key[0]), float(key[1]), key[2]))
         return got
 
@@ -125,16 +101,7 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
     return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
 
-def _base(app: str) -> Path:
-    return Path(str(resources.files("stint") / "data" / "pollux" / "profiles" / app))
-
-
-def points_digest(points: list[tuple[float, float, float]]) -> str:
-    """Identifies the measurement points a mesh was computed from."""
-    return f"crc32:{zlib.crc32(repr(points).encode()):08x}"
-
-
-Vec = tuple[float, float, float]
+Vec = tables.Vec
 
 
 class Mesh:
@@ -155,17 +122,12 @@ class Mesh:
         self._inverse: dict[int, tuple[tuple[Vec, Vec, Vec], Vec] | None] = {}
 
     @classmethod
-    def load(cls, app: str, points: list[Vec], values: list[tuple[float, float]]) -> Mesh:
-        path = _base(app) / "mesh.json.gz"
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
-        if data["digest"] != points_digest(points):
-            raise ValueError(f"{path}: computed from other measurements than {app}'s tables; "
-                             "run scripts/profile_meshes.py")
-        flat_s, flat_n = data["simplices"], data["neighbors"]
-        simplices = [tuple(flat_s[i:i + 4]) for i in range(0, len(flat_s), 4)]
-        neighbors = [tuple(flat_n[i:i + 4]) for i in range(0, len(flat_n), 4)]
-        return cls(points, values, simplices, neighbors)
+    def of(cls, shipped: tables.Tables) -> Mesh:
+        """The mesh shipped in an application's tables."""
+        flat_s, flat_n = shipped.simplices, shipped.neighbors
+        simplices = [(flat_s[i], flat_s[i + 1], flat_s[i + 2], flat_s[i + 3]) for i in range(0, len(flat_s), 4)]
+        neighbors = [(flat_n[i], flat_n[i + 1], flat_n[i + 2], flat_n[i + 3]) for i in range(0, len(flat_n), 4)]
+        return cls(shipped.points, shipped.values, simplices, neighbors)
 
     def at(self, x: Vec) -> tuple[float, float]:
         found = self._locate(x)
@@ -248,13 +210,7 @@ def _inverse_transform(corners: list[Vec]) -> tuple[tuple[Vec, Vec, Vec], Vec] |
     return rows, r  # type: ignore[return-value]
 
 
-def _read(path: Path) -> list[list[str]]:
-    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    return rows[1:]
-
-
-def _canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
+def canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
     """Per-node GPU counts, zeros dropped, largest first (the order of nodes does not matter)."""
     return tuple(sorted((c for c in placement if c > 0), reverse=True))
 
@@ -285,7 +241,7 @@ class ProfileModel:
         self._cache: dict[tuple[str, tuple[int, ...], int], float] = {}
 
     def rate(self, spec: JobSpec, allocation: Allocation) -> float:
-        placement = _canonical(tuple(c for _, c in allocation.workers))
+        placement = canonical(tuple(c for _, c in allocation.workers))
         if not placement:
             return 0.0
         key = (spec.application, placement, spec.batch_size)
@@ -303,12 +259,12 @@ class ProfileModel:
 
     def best_batch(self, app: str, placement: tuple[int, ...]) -> int:
         """With ``adaptive_batch``: the global batch a job picks on ``placement``."""
-        placement = _canonical(placement)
+        placement = canonical(placement)
         return max(candidate_batches(app, placement), key=lambda c: _fraction_rate(app, placement, c))
 
     def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
         """Samples/s for a global ``batch_size`` on ``placement`` (GPUs per node)."""
-        return throughput(app, _canonical(placement), batch_size)
+        return throughput(app, canonical(placement), batch_size)
 
 
 @cache
