@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -116,28 +117,37 @@ class Mesh:
     EPS = 100 * 2.220446049250313e-16  # as scipy's find_simplex
 
     def __init__(self, points: list[Vec], values: list[tuple[float, float]],
-                 simplices: list[tuple[int, int, int, int]], neighbors: list[tuple[int, int, int, int]]) -> None:
+                 simplices: Sequence[int], neighbors: Sequence[int]) -> None:
+        """``simplices``: four vertex indices per tetrahedron, flat; ``neighbors``: the
+        tetrahedron across the face opposite each vertex (-1: none), flat (read lazily)."""
         self.points, self.values = points, values
-        self.simplices, self.neighbors = simplices, neighbors
+        self._simplices, self._neighbors = simplices, neighbors
         self._inverse: dict[int, tuple[tuple[Vec, Vec, Vec], Vec] | None] = {}
+        self._centres: dict[int, Vec] = {}
 
     @classmethod
     def of(cls, shipped: tables.Tables) -> Mesh:
         """The mesh shipped in an application's tables."""
-        flat_s, flat_n = shipped.simplices, shipped.neighbors
-        simplices = [(flat_s[i], flat_s[i + 1], flat_s[i + 2], flat_s[i + 3]) for i in range(0, len(flat_s), 4)]
-        neighbors = [(flat_n[i], flat_n[i + 1], flat_n[i + 2], flat_n[i + 3]) for i in range(0, len(flat_n), 4)]
-        return cls(shipped.points, shipped.values, simplices, neighbors)
+        return cls(shipped.points, shipped.values, shipped.simplices, shipped.neighbors)
+
+    def corners(self, s: int) -> tuple[int, int, int, int]:
+        """The vertex indices of tetrahedron ``s``."""
+        f = self._simplices
+        return f[4 * s], f[4 * s + 1], f[4 * s + 2], f[4 * s + 3]
+
+    def _across(self, s: int) -> tuple[int, int, int, int]:
+        f = self._neighbors
+        return f[4 * s], f[4 * s + 1], f[4 * s + 2], f[4 * s + 3]
 
     def at(self, x: Vec) -> tuple[float, float]:
         found = self._locate(x)
         if found is None:
             p = min(range(len(self.points)), key=lambda i: _dist2(self.points[i], x))
             return self.values[p]
-        s, coords = found
-        step = sum(c * self.values[v][0] for c, v in zip(coords, self.simplices[s]))
-        sync = sum(c * self.values[v][1] for c, v in zip(coords, self.simplices[s]))
-        return step, sync
+        s, (c0, c1, c2, c3) = found
+        v0, v1, v2, v3 = (self.values[v] for v in self.corners(s))
+        return (c0 * v0[0] + c1 * v1[0] + c2 * v2[0] + c3 * v3[0],
+                c0 * v0[1] + c1 * v1[1] + c2 * v2[1] + c3 * v3[1])
 
     def _locate(self, x: Vec) -> tuple[int, list[float]] | None:
         """The tetrahedron containing ``x`` and its barycentric coordinates; None outside the hull.
@@ -150,7 +160,7 @@ class Mesh:
             seen.add(s)
             c = self._barycentric(s, x)
             if c is None:
-                nbrs = [n for n in self.neighbors[s] if n != -1 and n not in seen]
+                nbrs = [n for n in self._across(s) if n != -1 and n not in seen]
                 if not nbrs:
                     break
                 s = min(nbrs, key=lambda n: _dist2(self._centre(n), x))
@@ -158,7 +168,8 @@ class Mesh:
             order = sorted(range(4), key=c.__getitem__)
             if c[order[0]] >= -self.EPS:
                 return s, c
-            nxt = [self.neighbors[s][k] for k in order if c[k] < -self.EPS]
+            across = self._across(s)
+            nxt = [across[k] for k in order if c[k] < -self.EPS]
             if -1 in nxt[:1]:  # beyond a face of the hull: outside every tetrahedron
                 return None
             nxt = [n for n in nxt if n != -1 and n not in seen]
@@ -168,11 +179,15 @@ class Mesh:
         return self._scan(x)
 
     def _centre(self, s: int) -> Vec:
-        ps = [self.points[v] for v in self.simplices[s]]
-        return (sum(p[0] for p in ps) / 4, sum(p[1] for p in ps) / 4, sum(p[2] for p in ps) / 4)
+        got = self._centres.get(s)
+        if got is None:
+            a, b, c, d = (self.points[v] for v in self.corners(s))
+            got = self._centres[s] = ((a[0] + b[0] + c[0] + d[0]) / 4, (a[1] + b[1] + c[1] + d[1]) / 4,
+                                      (a[2] + b[2] + c[2] + d[2]) / 4)
+        return got
 
     def _scan(self, x: Vec) -> tuple[int, list[float]] | None:
-        for s in range(len(self.simplices)):
+        for s in range(len(self._simplices) // 4):
             c = self._barycentric(s, x)
             if c is not None and min(c) >= -self.EPS:
                 return s, c
@@ -180,7 +195,7 @@ class Mesh:
 
     def _barycentric(self, s: int, x: Vec) -> list[float] | None:
         if s not in self._inverse:
-            self._inverse[s] = _inverse_transform([self.points[v] for v in self.simplices[s]])
+            self._inverse[s] = _inverse_transform([self.points[v] for v in self.corners(s)])
         tf = self._inverse[s]
         if tf is None:
             return None
