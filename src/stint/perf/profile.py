@@ -189,21 +189,24 @@ class Mesh:
     def _scan(self, x: Vec) -> tuple[int, list[float]] | None:
         for s in range(len(self._simplices) // 4):
             c = self._barycentric(s, x)
-            if c is not None and min(c) >= -self.EPS:
+            if c is not None and c[0] >= -self.EPS and c[1] >= -self.EPS and c[2] >= -self.EPS \
+                    and c[3] >= -self.EPS:
                 return s, c
         return None
 
     def _barycentric(self, s: int, x: Vec) -> list[float] | None:
-        if s not in self._inverse:
-            self._inverse[s] = _inverse_transform([self.points[v] for v in self.corners(s)])
-        tf = self._inverse[s]
+        if s in self._inverse:
+            tf = self._inverse[s]
+        else:
+            tf = self._inverse[s] = _inverse_transform([self.points[v] for v in self.corners(s)])
         if tf is None:
             return None
-        rows, r = tf
-        d = (x[0] - r[0], x[1] - r[1], x[2] - r[2])
-        c = [row[0] * d[0] + row[1] * d[1] + row[2] * d[2] for row in rows]
-        c.append(1.0 - c[0] - c[1] - c[2])
-        return c
+        (r0, r1, r2), r = tf
+        d0, d1, d2 = x[0] - r[0], x[1] - r[1], x[2] - r[2]
+        c0 = r0[0] * d0 + r0[1] * d1 + r0[2] * d2
+        c1 = r1[0] * d0 + r1[1] * d1 + r1[2] * d2
+        c2 = r2[0] * d0 + r2[1] * d1 + r2[2] * d2
+        return [c0, c1, c2, 1.0 - c0 - c1 - c2]
 
 
 def _dist2(a: Vec, b: Vec) -> float:

@@ -123,7 +123,6 @@ def main(argv: list[str]) -> int:
 
 def _sim(args: argparse.Namespace) -> int:
     from stint.policies.registry import UnknownPolicyError
-    from stint.sim.reservation import Reservation
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
@@ -160,7 +159,11 @@ def _sim(args: argparse.Namespace) -> int:
         return _fail(f"--restart-s must be >= 0 (got {args.restart_s:g})")
     try:
         mix = TierMix.parse(args.tiers) if args.tiers is not None else TierMix()
-        reserve = Reservation.parse(args.reservation, args.seed) if args.reservation is not None else None
+        reserve = None
+        if args.reservation is not None:
+            from stint.sim.reservation import Reservation
+
+            reserve = Reservation.parse(args.reservation, args.seed)
     except ValueError as exc:
         return _fail(f"error: {exc}")
     try:

@@ -28,7 +28,6 @@ import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from stint import data_path
@@ -225,6 +224,8 @@ def _number(path: str, line: int, field: str, text: str, kind: type = float, low
 
 def _philly(reader: _Reader, path: str, f: Filters) -> tuple[list[JobSpec], float]:
     """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
+    from datetime import UTC, datetime  # (Philly's timestamps only)
+
     raw: list[tuple[float, int, float, int, str]] = []
     for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
         try:
