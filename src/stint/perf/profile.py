@@ -215,17 +215,17 @@ def _dist2(a: Vec, b: Vec) -> float:
 
 def _inverse_transform(corners: list[Vec]) -> tuple[tuple[Vec, Vec, Vec], Vec] | None:
     """Rows of T^-1, T = [v0 - v3, v1 - v3, v2 - v3] as columns, and v3; None if flat."""
-    r = corners[3]
-    (a, b, c), (d, e, f), (g, h, i) = ([corners[j][k] - r[k] for j in range(3)] for k in range(3))
+    p, q, u, r = corners
+    a, b, c = p[0] - r[0], q[0] - r[0], u[0] - r[0]
+    d, e, f = p[1] - r[1], q[1] - r[1], u[1] - r[1]
+    g, h, i = p[2] - r[2], q[2] - r[2], u[2] - r[2]
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-    scale = max(abs(v) for v in (a, b, c, d, e, f, g, h, i)) or 1.0
+    scale = max(abs(a), abs(b), abs(c), abs(d), abs(e), abs(f), abs(g), abs(h), abs(i)) or 1.0
     if abs(det) <= 1e-12 * scale ** 3:
         return None
-    inv = ((e * i - f * h, c * h - b * i, b * f - c * e),
-           (f * g - d * i, a * i - c * g, c * d - a * f),
-           (d * h - e * g, b * g - a * h, a * e - b * d))
-    rows = tuple(tuple(v / det for v in row) for row in inv)
-    return rows, r  # type: ignore[return-value]
+    return (((e * i - f * h) / det, (c * h - b * i) / det, (b * f - c * e) / det),
+            ((f * g - d * i) / det, (a * i - c * g) / det, (c * d - a * f) / det),
+            ((d * h - e * g) / det, (b * g - a * h) / det, (a * e - b * d) / det)), r
 
 
 def canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
