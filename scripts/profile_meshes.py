@@ -1,6 +1,6 @@
 """Compute the Delaunay tetrahedra of each profiled application's measurements (SciPy's Qhull)
 and write them beside its tables, ``src/stint/data/pollux/profiles/<app>/mesh.json.gz``, then the
-shipped ``tables.json.gz`` that carries them with the parsed tables (``stint.perf.tables``).
+shipped ``tables.bin`` that carries them with the parsed tables (``stint.perf.tables``).
 
 The profile model (``stint.perf.profile``) interpolates over them in plain Python; a mesh whose
 points differ from the tables' is refused. Run again whenever the tables change:
