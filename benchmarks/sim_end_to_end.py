@@ -53,7 +53,7 @@ def main() -> None:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
         sources = {"before": old / "src", "after": ROOT / "src"}
-        print(f"{'command':24} {'before wall/CPU s':>18} {'after wall/CPU s':>17} {'wall ratio':>10}")
+        print(f"{'command':24} {'before wall/CPU s':>18} {'after wall/CPU s':>17} {'wall ratio':>10} {'CPU ratio':>9}")
         for label, cmd in CASES.items():
             runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
             for i in range(args.runs + 1):  # the first pair warms the disk cache and is dropped
@@ -63,7 +63,8 @@ def main() -> None:
                         runs[name].append(r)
             med = {n: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for n, v in runs.items()}
             b, a = med["before"], med["after"]
-            print(f"{label:24} {b[0]:>9.2f}/{b[1]:<8.2f} {a[0]:>8.2f}/{a[1]:<8.2f} {b[0] / a[0]:>9.1f}x", flush=True)
+            print(f"{label:24} {b[0]:>9.3f}/{b[1]:<8.3f} {a[0]:>8.3f}/{a[1]:<8.3f} {b[0] / a[0]:>9.2f}x "
+                  f"{b[1] / a[1]:>8.2f}x", flush=True)
 
 
 if __name__ == "__main__":

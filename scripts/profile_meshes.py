@@ -1,8 +1,9 @@
 """Compute the Delaunay tetrahedra of each profiled application's measurements (SciPy's Qhull)
-and write them beside its tables, ``src/stint/data/pollux/profiles/<app>/mesh.json.gz``.
+and write them beside its tables, ``src/stint/data/pollux/profiles/<app>/mesh.json.gz``, then the
+shipped ``tables.bin`` that carries them with the parsed tables (``stint.perf.tables``).
 
-The profile model (``stint.perf.profile``) interpolates over them in plain Python; it refuses a
-mesh whose points differ from the tables'. Run again whenever the tables change:
+The profile model (``stint.perf.profile``) interpolates over them in plain Python; a mesh whose
+points differ from the tables' is refused. Run again whenever the tables change:
     .venv/bin/python scripts/profile_meshes.py
 """
 
@@ -14,19 +15,21 @@ import json
 import numpy as np
 from scipy.spatial import Delaunay
 
-from stint.perf.profile import APPLICATIONS, _base, _Table, points_digest
+from stint.perf import tables
+from stint.perf.profile import APPLICATIONS
 
 
 def main() -> None:
     for app in APPLICATIONS:
-        table = _Table(app)
-        tri = Delaunay(np.array(table.points))  # the triangulation scipy's LinearNDInterpolator builds
-        data = {"digest": points_digest(table.points), "points": len(table.points),
+        src = tables.read_sources(app)
+        tri = Delaunay(np.array(src.points))  # the triangulation scipy's LinearNDInterpolator builds
+        data = {"digest": tables.points_digest(src.points), "points": len(src.points),
                 "simplices": tri.simplices.ravel().tolist(), "neighbors": tri.neighbors.ravel().tolist()}
-        path = _base(app) / "mesh.json.gz"
+        path = tables.profile_dir(app) / "mesh.json.gz"
         with gzip.GzipFile(path, "wb", mtime=0) as fh:
             fh.write(json.dumps(data, separators=(",", ":")).encode())
-        print(f"{path}: {len(tri.simplices)} tetrahedra over {len(table.points)} points")
+        print(f"{path}: {len(tri.simplices)} tetrahedra over {len(src.points)} points")
+        print(tables.write(app))
 
 
 if __name__ == "__main__":

@@ -134,9 +134,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_tier_targets_reach_only_the_policies_that_take_them() -> None:
-    from stint.config import tier_options
     from stint.model.sla import SlaTargets
-    from stint.policies.registry import make_with_options
+    from stint.policies.registry import make_with_options, tier_options
     from stint.policies.singularity import Singularity
 
     opts = tier_options(("fifo", "singularity"), SlaTargets(0.9, 0.5, None))

@@ -5,4 +5,19 @@ Layers (see docs/architecture.md): ``model`` (plain typed data), ``perf`` (how f
 ``sim`` and ``runtime`` (two mechanisms over the same policies), ``torch`` (the training SDK).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 __version__ = "0.1.0"
+
+
+def data_path(name: str) -> Path:
+    """A file shipped in the package's ``data/`` folder (``name`` relative to it); installs are
+    directories, never zipped, so this is a plain path (no ``importlib.resources`` to import)."""
+    from pathlib import Path
+
+    return Path(__file__).parent / "data" / name

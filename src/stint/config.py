@@ -62,6 +62,7 @@ from pathlib import Path
 
 from stint.model.job import Tier
 from stint.model.sla import SlaTargets
+from stint.policies import registry
 
 # What the OS must accept when it starts a worker (Linux: ARG_MAX covers argv and environment
 # together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
@@ -177,7 +178,7 @@ class ServeConfig:
 
     def policy_options(self) -> tuple[str, ...]:
         """The policy's options with the tier targets for a policy that takes them."""
-        return tier_options((self.policy_name(),), self.tiers) + self.policy.options
+        return registry.tier_options((self.policy_name(),), self.tiers) + self.policy.options
 
 
 _TABLES: dict[str, set[str]] = {
@@ -232,25 +233,8 @@ def load(path: Path) -> ServeConfig:
     return cfg
 
 
-def tier_options(policies: tuple[str, ...], tiers: SlaTargets) -> tuple[str, ...]:
-    """``POLICY.TIER=TARGET`` for each policy whose factory takes the tiers' targets."""
-    from stint.policies.registry import UnknownPolicyError, options_of
-
-    out: list[str] = []
-    for name in policies:
-        try:
-            keys = options_of(name)
-        except UnknownPolicyError:
-            continue  # (building the policy names the unknown one)
-        out += [f"{name}.{t.value}={tiers.of(t)}".replace("=None", "=none")
-                for t in Tier if t.value in keys]
-    return tuple(out)
-
-
-def merged_options(from_file: tuple[str, ...], from_flags: tuple[str, ...]) -> tuple[str, ...]:
-    """File options, then flag options; a key given twice keeps the flag's value."""
-    flagged = {o.partition("=")[0].strip() for o in from_flags}
-    return tuple(o for o in from_file if o.partition("=")[0] not in flagged) + from_flags
+# The runtime's CLI reads it from here (policy options are ``stint.policies.registry``'s).
+merged_options = registry.merged_options
 
 
 def validate(cfg: ServeConfig) -> tuple[str, str] | None:

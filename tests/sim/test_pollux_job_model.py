@@ -5,17 +5,18 @@ import gzip
 
 import pytest
 
+from stint import data_path
 from stint.model import Allocation, Cluster
 from stint.perf.profile import APPLICATIONS, ProfileModel, step_batch, throughput, work
 from stint.perf.progress import efficiency_table
 from stint.policies import make
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
-from stint.sim.traces import _data_path, load
+from stint.sim.traces import load
 
 
 def _recorded_steps(app: str, batch: int) -> float:
-    path = _data_path(f"pollux/profiles/{app}/validation-{batch}.csv.gz")
+    path = data_path(f"pollux/profiles/{app}/validation-{batch}.csv.gz")
     with gzip.open(path, "rt") as fh:
         rows = list(csv.DictReader(fh))
     return float(rows[APPLICATIONS[app].epochs - 1]["iteration"])

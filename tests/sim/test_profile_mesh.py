@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 from scipy.interpolate import LinearNDInterpolator
 
+from stint.perf import tables
 from stint.perf.profile import APPLICATIONS, Mesh, _dist2, _Table
 
 
 @pytest.mark.parametrize("app", sorted(APPLICATIONS))
 def test_mesh_interpolates_as_scipy_does(app):
     table = _Table(app)
-    mesh = Mesh.load(app, table.points, table.values)
+    mesh = Mesh.of(tables.load(app))
     scipy = LinearNDInterpolator(np.array(table.points), np.array(table.values))
     a, rng = APPLICATIONS[app], random.Random(app)
     inside = outside = 0
@@ -30,8 +31,3 @@ def test_mesh_interpolates_as_scipy_does(app):
             assert got == pytest.approx(tuple(ref), rel=1e-9, abs=1e-12), q
     assert inside > 20
 
-
-def test_a_mesh_of_other_measurements_is_refused():
-    table = _Table("bert")
-    with pytest.raises(ValueError, match="profile_meshes.py"):
-        Mesh.load("bert", table.points[:-1], table.values[:-1])

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from stint import data_path
 from stint.cli import app
 from stint.model import Allocation, Cluster, JobSpec, Plan
 from stint.perf.scaling import ScalingModel
@@ -14,7 +15,6 @@ from stint.policies.base import ClusterView, PolicyBase
 from stint.policies.fifo import Fifo
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
-from stint.sim.traces import _data_path
 
 
 class Grower(PolicyBase):
@@ -69,7 +69,7 @@ def _sim_json(tmp_path, name, *args):
 
 def test_a_pollux_csv_given_as_a_path_gets_pollux_costs(tmp_path):
     path = tmp_path / "w6.csv"
-    path.write_bytes(gzip.decompress(_data_path("pollux/workloads/workload-6.csv.gz").read_bytes()))
+    path.write_bytes(gzip.decompress(data_path("pollux/workloads/workload-6.csv.gz").read_bytes()))
     by_path = _sim_json(tmp_path, "path", "--trace", str(path), "--policy", "fifo", "--limit", "12")
     by_name = _sim_json(tmp_path, "name", "--trace", "pollux:6", "--policy", "fifo", "--limit", "12")
     assert by_path["avg_jct_s"] == pytest.approx(by_name["avg_jct_s"])

@@ -13,27 +13,22 @@ interpolation in the Delaunay tetrahedron that contains the query, as scipy's
 ``LinearNDInterpolator`` does), falling back to the nearest measurement outside their convex hull.
 
 The lookups are plain Python, without NumPy or SciPy, so a simulation imports neither: the
-tetrahedra are computed once with SciPy's Qhull and shipped beside the tables
-(``mesh.json.gz``, ``scripts/profile_meshes.py``; refused if the tables change), and a query
-walks from tetrahedron to neighbour towards the point.
+tetrahedra are computed once with SciPy's Qhull (``mesh.json.gz``, ``scripts/profile_meshes.py``)
+and shipped with the parsed tables in one file per application (``stint.perf.tables``), and a
+query walks from tetrahedron to neighbour towards the point.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import math
-import zlib
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from pathlib import Path
 
 from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
+from stint.perf import tables
 from stint.perf.progress import efficiency_table
 
 
@@ -70,32 +65,14 @@ APPLICATIONS: dict[str, Application] = {
 
 
 class _Table:
-    """One application's measurements."""
+    """One application's measurements (``stint.perf.tables``)."""
 
     def __init__(self, app: str) -> None:
-        self.app = app
-        base = _base(app)
-        self.by_placement: dict[tuple[int, ...], tuple[list[float], list[float], list[float]]] = {}
-        rows: dict[tuple[int, ...], dict[float, list[tuple[float, float]]]] = {}
-        points: list[tuple[float, float, float]] = []
-        values: list[tuple[float, float]] = []
-        for placement, bsz, step_s, sync_s in _read(base / "placements.csv.gz"):
-            key = _canonical(tuple(int(c) for c in placement))
-            rows.setdefault(key, {}).setdefault(float(bsz), []).append((float(step_s), float(sync_s)))
-        for key, by_bsz in rows.items():
-            # Several rotations of one placement (e.g. "12" and "21") are averaged per batch size.
-            bs = sorted(by_bsz)
-            step = [sum(v[0] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
-            sync = [sum(v[1] for v in by_bsz[b]) / len(by_bsz[b]) for b in bs]
-            self.by_placement[key] = (bs, step, sync)
-            for b, st, sy in zip(bs, step, sync):
-                points.append((float(len(key)), float(sum(key)), b))
-                values.append((st, sy))
-        for nodes, replicas, bsz, step_s, sync_s in _read(base / "scalability.csv.gz"):
-            points.append((float(nodes), float(replicas), float(bsz)))
-            values.append((float(step_s), float(sync_s)))
-        self.points = points
-        self.values = values
+        shipped = tables.load(app)
+        self.by_placement = shipped.placements
+        self.points = shipped.points
+        self.values = shipped.values
+        self._shipped = shipped
         self._mesh: Mesh | None = None
         self._interpolated: dict[tuple[int, int, float], tuple[float, float]] = {}
 
@@ -109,7 +86,7 @@ class _Table:
         got = self._interpolated.get(key)
         if got is None:
             if self._mesh is None:
-                self._mesh = Mesh.load(self.app, self.points, self.values)
+                self._mesh = Mesh.of(self._shipped)
             got = self._interpolated[key] = self._mesh.at((float(key[0]), float(key[1]), key[2]))
         return got
 
@@ -125,16 +102,7 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
     return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
 
-def _base(app: str) -> Path:
-    return Path(str(resources.files("stint") / "data" / "pollux" / "profiles" / app))
-
-
-def points_digest(points: list[tuple[float, float, float]]) -> str:
-    """Identifies the measurement points a mesh was computed from."""
-    return f"crc32:{zlib.crc32(repr(points).encode()):08x}"
-
-
-Vec = tuple[float, float, float]
+Vec = tables.Vec
 
 
 class Mesh:
@@ -149,33 +117,37 @@ class Mesh:
     EPS = 100 * 2.220446049250313e-16  # as scipy's find_simplex
 
     def __init__(self, points: list[Vec], values: list[tuple[float, float]],
-                 simplices: list[tuple[int, int, int, int]], neighbors: list[tuple[int, int, int, int]]) -> None:
+                 simplices: Sequence[int], neighbors: Sequence[int]) -> None:
+        """``simplices``: four vertex indices per tetrahedron, flat; ``neighbors``: the
+        tetrahedron across the face opposite each vertex (-1: none), flat (read lazily)."""
         self.points, self.values = points, values
-        self.simplices, self.neighbors = simplices, neighbors
+        self._simplices, self._neighbors = simplices, neighbors
         self._inverse: dict[int, tuple[tuple[Vec, Vec, Vec], Vec] | None] = {}
+        self._centres: dict[int, Vec] = {}
 
     @classmethod
-    def load(cls, app: str, points: list[Vec], values: list[tuple[float, float]]) -> Mesh:
-        path = _base(app) / "mesh.json.gz"
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
-        if data["digest"] != points_digest(points):
-            raise ValueError(f"{path}: computed from other measurements than {app}'s tables; "
-                             "run scripts/profile_meshes.py")
-        flat_s, flat_n = data["simplices"], data["neighbors"]
-        simplices = [tuple(flat_s[i:i + 4]) for i in range(0, len(flat_s), 4)]
-        neighbors = [tuple(flat_n[i:i + 4]) for i in range(0, len(flat_n), 4)]
-        return cls(points, values, simplices, neighbors)
+    def of(cls, shipped: tables.Tables) -> Mesh:
+        """The mesh shipped in an application's tables."""
+        return cls(shipped.points, shipped.values, shipped.simplices, shipped.neighbors)
+
+    def corners(self, s: int) -> tuple[int, int, int, int]:
+        """The vertex indices of tetrahedron ``s``."""
+        f = self._simplices
+        return f[4 * s], f[4 * s + 1], f[4 * s + 2], f[4 * s + 3]
+
+    def _across(self, s: int) -> tuple[int, int, int, int]:
+        f = self._neighbors
+        return f[4 * s], f[4 * s + 1], f[4 * s + 2], f[4 * s + 3]
 
     def at(self, x: Vec) -> tuple[float, float]:
         found = self._locate(x)
         if found is None:
             p = min(range(len(self.points)), key=lambda i: _dist2(self.points[i], x))
             return self.values[p]
-        s, coords = found
-        step = sum(c * self.values[v][0] for c, v in zip(coords, self.simplices[s]))
-        sync = sum(c * self.values[v][1] for c, v in zip(coords, self.simplices[s]))
-        return step, sync
+        s, (c0, c1, c2, c3) = found
+        v0, v1, v2, v3 = (self.values[v] for v in self.corners(s))
+        return (c0 * v0[0] + c1 * v1[0] + c2 * v2[0] + c3 * v3[0],
+                c0 * v0[1] + c1 * v1[1] + c2 * v2[1] + c3 * v3[1])
 
     def _locate(self, x: Vec) -> tuple[int, list[float]] | None:
         """The tetrahedron containing ``x`` and its barycentric coordinates; None outside the hull.
@@ -188,7 +160,7 @@ class Mesh:
             seen.add(s)
             c = self._barycentric(s, x)
             if c is None:
-                nbrs = [n for n in self.neighbors[s] if n != -1 and n not in seen]
+                nbrs = [n for n in self._across(s) if n != -1 and n not in seen]
                 if not nbrs:
                     break
                 s = min(nbrs, key=lambda n: _dist2(self._centre(n), x))
@@ -196,7 +168,8 @@ class Mesh:
             order = sorted(range(4), key=c.__getitem__)
             if c[order[0]] >= -self.EPS:
                 return s, c
-            nxt = [self.neighbors[s][k] for k in order if c[k] < -self.EPS]
+            across = self._across(s)
+            nxt = [across[k] for k in order if c[k] < -self.EPS]
             if -1 in nxt[:1]:  # beyond a face of the hull: outside every tetrahedron
                 return None
             nxt = [n for n in nxt if n != -1 and n not in seen]
@@ -206,27 +179,34 @@ class Mesh:
         return self._scan(x)
 
     def _centre(self, s: int) -> Vec:
-        ps = [self.points[v] for v in self.simplices[s]]
-        return (sum(p[0] for p in ps) / 4, sum(p[1] for p in ps) / 4, sum(p[2] for p in ps) / 4)
+        got = self._centres.get(s)
+        if got is None:
+            a, b, c, d = (self.points[v] for v in self.corners(s))
+            got = self._centres[s] = ((a[0] + b[0] + c[0] + d[0]) / 4, (a[1] + b[1] + c[1] + d[1]) / 4,
+                                      (a[2] + b[2] + c[2] + d[2]) / 4)
+        return got
 
     def _scan(self, x: Vec) -> tuple[int, list[float]] | None:
-        for s in range(len(self.simplices)):
+        for s in range(len(self._simplices) // 4):
             c = self._barycentric(s, x)
-            if c is not None and min(c) >= -self.EPS:
+            if c is not None and c[0] >= -self.EPS and c[1] >= -self.EPS and c[2] >= -self.EPS \
+                    and c[3] >= -self.EPS:
                 return s, c
         return None
 
     def _barycentric(self, s: int, x: Vec) -> list[float] | None:
-        if s not in self._inverse:
-            self._inverse[s] = _inverse_transform([self.points[v] for v in self.simplices[s]])
-        tf = self._inverse[s]
+        if s in self._inverse:
+            tf = self._inverse[s]
+        else:
+            tf = self._inverse[s] = _inverse_transform([self.points[v] for v in self.corners(s)])
         if tf is None:
             return None
-        rows, r = tf
-        d = (x[0] - r[0], x[1] - r[1], x[2] - r[2])
-        c = [row[0] * d[0] + row[1] * d[1] + row[2] * d[2] for row in rows]
-        c.append(1.0 - c[0] - c[1] - c[2])
-        return c
+        (r0, r1, r2), r = tf
+        d0, d1, d2 = x[0] - r[0], x[1] - r[1], x[2] - r[2]
+        c0 = r0[0] * d0 + r0[1] * d1 + r0[2] * d2
+        c1 = r1[0] * d0 + r1[1] * d1 + r1[2] * d2
+        c2 = r2[0] * d0 + r2[1] * d1 + r2[2] * d2
+        return [c0, c1, c2, 1.0 - c0 - c1 - c2]
 
 
 def _dist2(a: Vec, b: Vec) -> float:
@@ -235,26 +215,20 @@ def _dist2(a: Vec, b: Vec) -> float:
 
 def _inverse_transform(corners: list[Vec]) -> tuple[tuple[Vec, Vec, Vec], Vec] | None:
     """Rows of T^-1, T = [v0 - v3, v1 - v3, v2 - v3] as columns, and v3; None if flat."""
-    r = corners[3]
-    (a, b, c), (d, e, f), (g, h, i) = ([corners[j][k] - r[k] for j in range(3)] for k in range(3))
+    p, q, u, r = corners
+    a, b, c = p[0] - r[0], q[0] - r[0], u[0] - r[0]
+    d, e, f = p[1] - r[1], q[1] - r[1], u[1] - r[1]
+    g, h, i = p[2] - r[2], q[2] - r[2], u[2] - r[2]
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-    scale = max(abs(v) for v in (a, b, c, d, e, f, g, h, i)) or 1.0
+    scale = max(abs(a), abs(b), abs(c), abs(d), abs(e), abs(f), abs(g), abs(h), abs(i)) or 1.0
     if abs(det) <= 1e-12 * scale ** 3:
         return None
-    inv = ((e * i - f * h, c * h - b * i, b * f - c * e),
-           (f * g - d * i, a * i - c * g, c * d - a * f),
-           (d * h - e * g, b * g - a * h, a * e - b * d))
-    rows = tuple(tuple(v / det for v in row) for row in inv)
-    return rows, r  # type: ignore[return-value]
+    return (((e * i - f * h) / det, (c * h - b * i) / det, (b * f - c * e) / det),
+            ((f * g - d * i) / det, (a * i - c * g) / det, (c * d - a * f) / det),
+            ((d * h - e * g) / det, (b * g - a * h) / det, (a * e - b * d) / det)), r
 
 
-def _read(path: Path) -> list[list[str]]:
-    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    return rows[1:]
-
-
-def _canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
+def canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
     """Per-node GPU counts, zeros dropped, largest first (the order of nodes does not matter)."""
     return tuple(sorted((c for c in placement if c > 0), reverse=True))
 
@@ -285,7 +259,7 @@ class ProfileModel:
         self._cache: dict[tuple[str, tuple[int, ...], int], float] = {}
 
     def rate(self, spec: JobSpec, allocation: Allocation) -> float:
-        placement = _canonical(tuple(c for _, c in allocation.workers))
+        placement = canonical(tuple(c for _, c in allocation.workers))
         if not placement:
             return 0.0
         key = (spec.application, placement, spec.batch_size)
@@ -303,12 +277,12 @@ class ProfileModel:
 
     def best_batch(self, app: str, placement: tuple[int, ...]) -> int:
         """With ``adaptive_batch``: the global batch a job picks on ``placement``."""
-        placement = _canonical(placement)
+        placement = canonical(placement)
         return max(candidate_batches(app, placement), key=lambda c: _fraction_rate(app, placement, c))
 
     def throughput(self, app: str, placement: tuple[int, ...], batch_size: int) -> float:
         """Samples/s for a global ``batch_size`` on ``placement`` (GPUs per node)."""
-        return throughput(app, _canonical(placement), batch_size)
+        return throughput(app, canonical(placement), batch_size)
 
 
 @cache

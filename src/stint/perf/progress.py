@@ -1,9 +1,9 @@
 """Pollux's job model: progress weighted by statistical efficiency, from the validation tables.
 
 Each profiled application ships one table per measured global batch size B
-(``data/pollux/profiles/<app>/validation-<B>.csv.gz``): per epoch, the cumulative *progress*
-(in optimizer steps at the application's initial batch size B0, weighted by statistical
-efficiency) and the gradient statistics measured during that epoch (``grad_sqr``, the squared norm
+(``data/pollux/profiles/<app>/validation-<B>.csv.gz``, read through ``stint.perf.tables``): per
+epoch, the cumulative *progress* (in optimizer steps at the application's initial batch size B0,
+weighted by statistical efficiency) and the gradient statistics measured during that epoch (``grad_sqr``, the squared norm
 of the mean gradient; ``grad_var``, its variance). From them (Pollux, OSDI'21, §3.1):
 
 - epoch e ends when progress reaches p_e, the smallest progress any table records at epoch e;
@@ -23,15 +23,12 @@ rounds the batch up to B' (a local batch of ceil(B / replicas) on each replica).
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from pathlib import Path
+
+from stint.perf import tables
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,30 +87,17 @@ def steps_to_complete(table: EfficiencyTable, batch: float) -> float:
 @cache
 def efficiency_table(app: str, epochs: int) -> EfficiencyTable | None:
     """The shipped tables of ``app`` cut at ``epochs``, or None if it ships none."""
-    base = Path(str(resources.files("stint") / "data" / "pollux" / "profiles" / app))
-    files = sorted(base.glob("validation-*.csv.gz"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))
-    if not files:
+    validation = tables.load(app).validation
+    if not validation:
         return None
-    sizes, sqr, var, progress = [], [], [], []
-    for f in files:
-        rows = _rows(f)
-        if len(rows) < epochs:
-            raise ValueError(f"{f}: {len(rows)} epochs recorded, {app} needs {epochs}")
-        sizes.append(float(f.name.split("-")[1].split(".")[0]))
-        progress.append([r[0] for r in rows[:epochs]])
-        sqr.append([r[1] for r in rows[:epochs]])
-        var.append([r[2] for r in rows[:epochs]])
+    for b, progress, _, _ in validation:
+        if len(progress) < epochs:
+            raise ValueError(f"{app}'s validation table at batch {b:g}: {len(progress)} epochs recorded, "
+                             f"it needs {epochs}")
     return EfficiencyTable(
         app=app,
-        batch_sizes=tuple(sizes),
-        grad_sqr=tuple(tuple(r) for r in sqr),
-        grad_var=tuple(tuple(r) for r in var),
-        epoch_progress=tuple(min(col) for col in zip(*progress)),
+        batch_sizes=tuple(b for b, _, _, _ in validation),
+        grad_sqr=tuple(tuple(sqr[:epochs]) for _, _, sqr, _ in validation),
+        grad_var=tuple(tuple(var[:epochs]) for _, _, _, var in validation),
+        epoch_progress=tuple(min(col) for col in zip(*(p[:epochs] for _, p, _, _ in validation))),
     )
-
-
-def _rows(path: Path) -> list[tuple[float, float, float]]:
-    """(progress, grad_sqr, grad_var) per epoch of one validation table."""
-    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        return [(float(r["progress"]), float(r["grad_sqr"]), float(r["grad_var"])) for r in reader]

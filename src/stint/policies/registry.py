@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stint.policies.base import Policy
+
+if TYPE_CHECKING:
+    from stint.model.sla import SlaTargets
 
 PolicyFactory = Callable[..., Policy]
 
@@ -108,6 +111,27 @@ def make_with_options(name: str, options: Sequence[str] = ()) -> Policy:
 def options_of(name: str) -> dict[str, str]:
     """The options ``name`` takes from ``--policy-opt``, with their types."""
     return _parameters(_factory(name))
+
+
+def tier_options(policies: tuple[str, ...], tiers: SlaTargets) -> tuple[str, ...]:
+    """``POLICY.TIER=TARGET`` for each policy whose factory takes the tiers' targets."""
+    from stint.model.job import Tier
+
+    out: list[str] = []
+    for name in policies:
+        try:
+            keys = options_of(name)
+        except UnknownPolicyError:
+            continue  # (building the policy names the unknown one)
+        out += [f"{name}.{t.value}={tiers.of(t)}".replace("=None", "=none")
+                for t in Tier if t.value in keys]
+    return tuple(out)
+
+
+def merged_options(from_file: tuple[str, ...], from_flags: tuple[str, ...]) -> tuple[str, ...]:
+    """File options, then flag options; a key given twice keeps the flag's value."""
+    flagged = {o.partition("=")[0].strip() for o in from_flags}
+    return tuple(o for o in from_file if o.partition("=")[0] not in flagged) + from_flags
 
 
 _SCALARS: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str}

@@ -123,7 +123,6 @@ def main(argv: list[str]) -> int:
 
 def _sim(args: argparse.Namespace) -> int:
     from stint.policies.registry import UnknownPolicyError
-    from stint.sim.reservation import Reservation
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
     from stint.sim.traces import TierMix, TraceError
 
@@ -136,15 +135,22 @@ def _sim(args: argparse.Namespace) -> int:
         if args.gpus <= 0 or args.gpus % 8:
             return _fail(f"--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {args.gpus}")
         nodes, gpus_per_node = args.gpus // 8, 8
-    from stint.config import ConfigError, ServeConfig, merged_options, tier_options
-    from stint.config import load as load_config
+    from stint.model.sla import SlaTargets
+    from stint.policies.registry import merged_options, tier_options
 
-    try:
-        filed = load_config(args.config) if args.config is not None else ServeConfig()
-    except ConfigError as exc:
-        return _fail(f"error: {exc}")
-    conf = filed.policy
-    policy = args.policy or conf.name or "fifo,srtf,drf,tiresias"
+    file_policy: str | None = None
+    file_options: tuple[str, ...] = ()
+    sla = SlaTargets()
+    if args.config is not None:  # (stint.config, TOML, only when a file is given)
+        from stint.config import ConfigError
+        from stint.config import load as load_config
+
+        try:
+            filed = load_config(args.config)
+        except ConfigError as exc:
+            return _fail(f"error: {exc}")
+        file_policy, file_options, sla = filed.policy.name, filed.policy.options, filed.tiers
+    policy = args.policy or file_policy or "fifo,srtf,drf,tiresias"
     if args.job_model not in ("auto", "samples"):
         return _fail(f"--job-model must be 'auto' or 'samples' (got {args.job_model!r})")
     if args.batch not in ("auto", "fixed", "adaptive"):
@@ -153,7 +159,11 @@ def _sim(args: argparse.Namespace) -> int:
         return _fail(f"--restart-s must be >= 0 (got {args.restart_s:g})")
     try:
         mix = TierMix.parse(args.tiers) if args.tiers is not None else TierMix()
-        reserve = Reservation.parse(args.reservation, args.seed) if args.reservation is not None else None
+        reserve = None
+        if args.reservation is not None:
+            from stint.sim.reservation import Reservation
+
+            reserve = Reservation.parse(args.reservation, args.seed)
     except ValueError as exc:
         return _fail(f"error: {exc}")
     try:
@@ -172,8 +182,7 @@ def _sim(args: argparse.Namespace) -> int:
     cfg = SimConfig(
         trace=args.trace,
         policies=names,
-        policy_options=tier_options(names, filed.tiers)
-        + merged_options(conf.options, tuple(args.policy_opt or ())),
+        policy_options=tier_options(names, sla) + merged_options(file_options, tuple(args.policy_opt or ())),
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         seed=args.seed,
@@ -184,7 +193,7 @@ def _sim(args: argparse.Namespace) -> int:
         elastic=args.elastic,
         decision_period_s=args.decide_every,
         tiers=mix,
-        sla=filed.tiers,
+        sla=sla,
         reservation=reserve,
     )
     out: Path = args.out

@@ -27,6 +27,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
@@ -37,7 +38,9 @@ from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
 from stint.sim.events import Event, EventKind
 from stint.sim.metrics import JobRecord, RunResult
-from stint.sim.reservation import Reservation, Span
+
+if TYPE_CHECKING:
+    from stint.sim.reservation import Reservation, Span
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stint.model.cluster import Cluster
 from stint.model.sla import SlaTargets
@@ -25,8 +25,10 @@ from stint.reconcile import Action
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
 from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
-from stint.sim.reservation import Reservation
 from stint.sim.traces import Filters, TierMix, Trace, load
+
+if TYPE_CHECKING:
+    from stint.sim.reservation import Reservation
 
 
 @dataclass(frozen=True)

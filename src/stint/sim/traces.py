@@ -28,10 +28,9 @@ import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 
+from stint import data_path
 from stint.model.job import JobSpec, Tier
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
 from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
@@ -129,12 +128,12 @@ def load(
         kept = [j for j in trace.jobs if _keep(j.arrival_s, j.vc, filters)][: filters.limit]
         return replace(trace, jobs=kept)
     if spec == "philly":
-        path, label = _data_path("philly.csv.gz"), "philly"
+        path, label = data_path("philly.csv.gz"), "philly"
     elif spec.startswith("pollux:"):
         n = spec.split(":", 1)[1]
         if n not in {str(i) for i in range(1, 9)}:
             raise TraceError(f"unknown Pollux workload {n!r}; valid: pollux:1 .. pollux:8")
-        path, label = _data_path(f"pollux/workloads/workload-{n}.csv.gz"), spec
+        path, label = data_path(f"pollux/workloads/workload-{n}.csv.gz"), spec
     else:
         path, label = Path(spec), Path(spec).name
         if not path.is_file():
@@ -156,10 +155,6 @@ def load(
                 f"or {POLLUX_COLUMNS} (Pollux)"
             )
     return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model, clock0)
-
-
-def _data_path(name: str) -> Path:
-    return Path(str(resources.files("stint") / "data" / name))
 
 
 def _open(path: Path) -> gzip.GzipFile | io.BufferedReader:
@@ -229,6 +224,8 @@ def _number(path: str, line: int, field: str, text: str, kind: type = float, low
 
 def _philly(reader: _Reader, path: str, f: Filters) -> tuple[list[JobSpec], float]:
     """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
+    from datetime import UTC, datetime  # (Philly's timestamps only)
+
     raw: list[tuple[float, int, float, int, str]] = []
     for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
         try:
