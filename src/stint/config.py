@@ -233,10 +233,6 @@ def load(path: Path) -> ServeConfig:
     return cfg
 
 
-# The runtime's CLI reads it from here (policy options are ``stint.policies.registry``'s).
-merged_options = registry.merged_options
-
-
 def validate(cfg: ServeConfig) -> tuple[str, str] | None:
     """The first setting out of range, as (dotted key, what is wrong); None if all are fine."""
     s, e, c = cfg.server, cfg.executor, cfg.controller

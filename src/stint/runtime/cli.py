@@ -196,7 +196,8 @@ class _ServeFlags:
     def apply(self, cfg: ServeConfig) -> ServeConfig:
         from dataclasses import replace
 
-        from stint.config import Limits, PolicyConfig, merged_options
+        from stint.config import Limits, PolicyConfig
+        from stint.policies.registry import merged_options
         from stint.runtime.client import default_data_dir
 
         given: dict[str, Any] = {k: Path(v).resolve() if k.endswith("_dir") else v
