@@ -36,12 +36,13 @@ def main() -> None:
     ap.add_argument("--global", dest="schedulers", default="gain,static,least-loaded")
     ap.add_argument("--outage-h", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warm", action="store_true", help="start in the steady state (generate(warm=True))")
     a = ap.parse_args()
     nodes = max(1, a.gpus // 8 // a.clusters)
     clusters = tuple(FleetCluster(f"c{i}", f"r{i % a.regions}", nodes, 8) for i in range(a.clusters))
     fleet = Fleet(clusters)
     t0 = time.perf_counter()
-    jobs = generate(fleet, a.jobs, a.load, a.seed)
+    jobs = generate(fleet, a.jobs, a.load, a.seed, warm=a.warm)
     gen_s = time.perf_counter() - t0
     window = jobs[-1].spec.arrival_s
     if a.outage_h > 0:
