@@ -1,7 +1,8 @@
 """``FleetControl`` stepped by hand over two clusters of local virtual nodes on loopback (each
 with its own storage and copy service) and real processes: placement by the global scheduler,
 an arrival no cluster can take, a cancel before placement, an admin's move to the other cluster
-(the checkpoint copied, verified, and resumed there) -- on SQLite and PostgreSQL."""
+(the checkpoint and the log copied, verified, and resumed there), each cluster's forecast of
+its own queue -- on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def fleet(store: Store, tmp_path: Path) -> Iterator[FleetControl]:
         server, copy = start_storage(storage)
         servers.append(server)
         executor = LocalExecutor(tmp_path / f"{c.name}-exec", nodes=1, gpus_per_node=1)
-        ctl = Controller(store, executor, make("fifo"), ControllerConfig(jobs_dir=storage, grace_s=10),
-                         member=c.name, region=c.region)
+        config = ControllerConfig(jobs_dir=storage, grace_s=10, forecast_policy=lambda: make("fifo"),
+                                  forecast_s=0.2)
+        ctl = Controller(store, executor, make("fifo"), config, member=c.name, region=c.region)
         members[c.name] = Member(ctl, storage, copy)
     control = FleetControl(store, parse_fleet(FLEET, "fleet.toml"), members, LeastLoaded())
     control.recover(time.time())
@@ -98,8 +100,35 @@ def test_a_fleet_places_holds_cancels_and_moves(fleet: FleetControl, store: Stor
     assert [d for d, _ in path][4:] == ["checkpointing", "preempted", "migrating", "preempted",
                                         "resumed", "starting", "running"]
     assert "verified" in path[7][1] and f"{job.copy_bytes} bytes" in path[7][1]
+    # the log came with the checkpoint: b's holds both attempts (``stint logs`` reads b's)
+    log = tmp_path / "b-store" / str(one) / "log.txt"
+    wait_for(lambda: log.read_text().count("starts") == 2, 10, "the second attempt's log on b")
     (out / "release").touch()
     until(one, lambda j: j.state == "succeeded", "finish on b")
     resumes = json.loads((out / "result.json").read_text())["resumes"]
     assert [r[0] for r in resumes] == [1, 2]
     assert resumes[1][1] == json.loads(copied)["step"] > 0  # resumed from the copy, on b
+
+
+@pytest.mark.slow
+def test_each_cluster_forecasts_its_own_queue(fleet: FleetControl, store: Store, tmp_path: Path) -> None:
+    caller = store.caller_for_token(store.create_token("alice", time.time()))
+    assert caller is not None and isinstance(caller, Caller)
+
+    def submit(cmd: list[str], est_s: float) -> int:
+        return store.add_job(NewJob("t", cmd, 1, 1, 1, "standard", 1.0, None, est_s=est_s), caller,
+                             time.time()).id
+
+    # least-loaded: the first on a, the second on b, the third behind the first on a
+    held = [submit(counter_cmd(100, tmp_path / f"out{i}", "--hold"), est_s=1000.0) for i in range(2)]
+    third = submit(["true"], est_s=10.0)
+    wait_for(lambda: all(_job(store, j).state == "running" for j in held), 30, "both to run",
+             tick=lambda: fleet.step(time.time()))
+    job = wait_for(lambda: (j := _job(store, third)).queue_position == 1 and j, 10,
+                   "a forecast of the waiting job: first in a's queue", tick=lambda: fleet.step(time.time()))
+    assert isinstance(job, Job) and job.cluster == "a" and job.est_start_at is not None
+    first = _job(store, held[0])
+    assert first.cluster == "a" and first.est_finish_at is not None
+    # it starts when the job ahead of it on a is expected to finish (est 1000 s), not now
+    assert job.est_start_at == pytest.approx(first.est_finish_at, abs=5.0)
+    assert job.est_start_at > time.time() + 900

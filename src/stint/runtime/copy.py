@@ -9,11 +9,14 @@ the two clusters, not the control plane:
 
 - ``GET /v1/ckpt/JOB`` -> the manifest: every file's relative path, size and SHA-256;
 - ``GET /v1/ckpt/JOB/PATH`` -> one file's bytes;
+- ``GET /v1/log/JOB`` -> the job's log (``<dir>/JOB/log.txt``), its SHA-256 in ``X-Sha256``;
 - ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT"}`` -> pulls every file of the
   source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and SHA-256 as it
-  arrives, then swaps it in for ``<dir>/12/ckpt`` (an old one is removed) and answers
-  ``{"bytes", "seconds", "files", "sha256"}`` (``seconds``: from the first file asked to the
-  last one verified; ``sha256``: over the manifest). A mismatch or a lost source is a 502 naming
+  arrives, then the job's log likewise (the log of every attempt so far: the job's next attempt
+  appends to it, so ``stint logs`` of a job that moved shows all its attempts), then swaps both
+  in for ``<dir>/12/ckpt`` and ``<dir>/12/log.txt`` (old ones are removed) and answers
+  ``{"bytes", "seconds", "files", "sha256"}`` (the checkpoint's: ``seconds`` from the first file
+  asked to the last one verified; ``sha256`` over the manifest; the log is not counted). A mismatch or a lost source is a 502 naming
   the file; nothing is swapped in.
 
 stdlib only (``http.server``/``http.client``): the service runs beside the storage, anywhere.
@@ -104,11 +107,14 @@ def fetch(root: Path, job: str, source: str) -> CopyReport:
             if not _safe(rel):
                 raise CopyError(f"{source}: unsafe path {rel!r} in job {job}'s manifest")
             total += _pull(conn, source, job, entry, incoming / rel)
+        seconds = time.monotonic() - t0
+        log = _pull_log(conn, source, job, root / job / "log.incoming")
     except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
         raise CopyError(f"copy of job {job}'s checkpoint from {source} failed: {exc}") from None
     finally:
         conn.close()
-    seconds = time.monotonic() - t0
+    if log is not None:
+        os.replace(log, root / job / "log.txt")
     dest = root / job / "ckpt"
     old = root / job / "ckpt.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -151,6 +157,23 @@ def _pull(conn: http.client.HTTPConnection, source: str, job: str, entry: dict[s
     return size
 
 
+def _pull_log(conn: http.client.HTTPConnection, source: str, job: str, path: Path) -> Path | None:
+    """The job's log into ``path``, checked against its ``X-Sha256``; None if it has none."""
+    conn.request("GET", f"/v1/log/{job}")
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.status == 404:
+        return None
+    if resp.status != 200:
+        raise CopyError(f"{source}: job {job}'s log: HTTP {resp.status}: {body[:200]!r}")
+    if hashlib.sha256(body).hexdigest() != resp.getheader("X-Sha256"):
+        raise CopyError(f"{source}: job {job}'s log failed its check on arrival")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(body)
+    return path
+
+
 def request_fetch(service: str, job: str, source: str, timeout_s: float = FETCH_TIMEOUT_S
                   ) -> CopyReport:
     """Ask the copy service at ``service`` to fetch ``job``'s checkpoint from ``source``."""
@@ -187,6 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         parts = self.path.split("/", 4)  # "", "v1", "ckpt", JOB[, PATH]
+        if len(parts) == 4 and parts[1:3] == ["v1", "log"] and _JOB.match(parts[3]):
+            return self._log(self.root / parts[3] / "log.txt")
         if len(parts) < 4 or parts[1:3] != ["v1", "ckpt"] or not _JOB.match(parts[3]):
             return self._reply(404, b'{"error": "no such path"}')
         ckpt = self.root / parts[3] / "ckpt"
@@ -203,6 +228,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(size))
             self.end_headers()
             shutil.copyfileobj(f, self.wfile, CHUNK)
+
+    def _log(self, path: Path) -> None:
+        if path.is_symlink() or not path.is_file():
+            return self._reply(404, b'{"error": "no log"}')
+        body = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Sha256", hashlib.sha256(body).hexdigest())
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self) -> None:
         if self.path != "/v1/fetch":
