@@ -84,10 +84,37 @@ def _split(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+@dataclass(slots=True)
+class _Turn:
+    lock: threading.Lock
+    users: int = 0  # fetches holding or waiting for it (dropped at 0)
+
+
+_TURNS: dict[tuple[Path, str], _Turn] = {}
+_TURNS_GUARD = threading.Lock()
+
+
 def fetch(root: Path, job: str, source: str) -> CopyReport:
-    """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``."""
+    """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``. Fetches
+    of one job into one storage run one at a time: a control plane restarted during a copy asks
+    again while the first may still run (the second then copies afresh, after it)."""
     if not _JOB.match(job):
         raise CopyError(f"bad job id {job!r}")
+    key = (root, job)
+    with _TURNS_GUARD:
+        turn = _TURNS.setdefault(key, _Turn(threading.Lock()))
+        turn.users += 1
+    try:
+        with turn.lock:
+            return _fetch(root, job, source)
+    finally:
+        with _TURNS_GUARD:
+            turn.users -= 1
+            if not turn.users:
+                del _TURNS[key]
+
+
+def _fetch(root: Path, job: str, source: str) -> CopyReport:
     host, port = _split(source)
     conn = http.client.HTTPConnection(host, port, timeout=FETCH_TIMEOUT_S)
     try:
