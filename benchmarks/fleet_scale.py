@@ -7,7 +7,11 @@
 Clusters get equal shares of ``--gpus`` (nodes of 8); jobs come from ``stint.sim.fleet_workload``
 at ``--load``. With ``--outage-h H`` region r0 is down for H hours from a third of the arrival
 window. Prints one JSON line per global scheduler: wall and CPU seconds of the simulation (the
-generation apart), peak RSS of the process, events, and the fleet's figures.
+generation apart), peak RSS of the process, events, and the fleet's figures, with
+``cold_demand``: the mean demand over the window of a fleet started empty, as a share of its
+GPUs (``load x`` the mean over t in the window of ``E[GPUs x min(dur, t)] / E[GPUs x dur]``,
+docs/fleet.md): what any scheduler that places every job measures as utilization when the
+fleet is never congested. ``--warm`` starts the fleet in its steady state instead.
 """
 
 from __future__ import annotations
@@ -17,12 +21,22 @@ import json
 import resource
 import time
 
+import numpy as np
+
 from stint.model.fleet import Fleet, FleetCluster, FleetFailure
 from stint.perf.scaling import ScalingModel
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make
 from stint.sim.fleet import FleetSimulator
-from stint.sim.fleet_workload import generate
+from stint.sim.fleet_workload import generate, philly_shapes
+
+
+def cold_demand(fleet: Fleet, load: float, window_s: float) -> float:
+    """The mean demand over ``[0, window_s]`` of the fleet started empty (module docstring)."""
+    gpus, dur = philly_shapes(max(c.gpus for c in fleet.clusters))
+    m = np.minimum(dur, window_s)
+    served = (gpus * (m * window_s - m * m / 2)).mean() / window_s  # mean over t of E[g min(d, t)]
+    return load * float(served / (gpus * dur).mean()) if window_s > 0 else 0.0
 
 
 def main() -> None:
@@ -54,7 +68,8 @@ def main() -> None:
         s.pop("per_cluster")
         rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(json.dumps({"global": name, "gpus": fleet.total_gpus, "generate_s": round(gen_s, 1),
-                          "window_h": round(window / 3600, 1), "peak_rss_gb": round(rss_gb, 2), **s}), flush=True)
+                          "window_h": round(window / 3600, 1),
+                          "cold_demand": round(cold_demand(fleet, a.load, window), 3), "peak_rss_gb": round(rss_gb, 2), **s}), flush=True)
 
 
 if __name__ == "__main__":
