@@ -188,7 +188,7 @@ def test_a_job_moves_between_clusters_over_a_limited_link(net: Net, tmp_path: Pa
     log_b2 = (tmp_path / "b-store" / str(two) / "log.txt").read_text()
     assert _digest(log_b2) == want
     # the log came with the checkpoint: a's attempt, then b's, which resumed from a checkpoint
-    attempts = [int(n) for n in re.findall(r"^\[attempt (\d+) ", log_b2, re.M)]
+    attempts = [int(n) for n in re.findall(r"^\[attempt (\d+) ", log_b2, re.MULTILINE)]
     last = max(attempts)
     assert min(attempts) < last, log_b2[-2000:]
-    assert not re.search(rf"^\[attempt {last} rank 0\] step 5 digest", log_b2, re.M)
+    assert not re.search(rf"^\[attempt {last} rank 0\] step 5 digest", log_b2, re.MULTILINE)
