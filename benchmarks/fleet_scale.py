@@ -27,7 +27,7 @@ from stint.model.fleet import Fleet, FleetCluster, FleetFailure
 from stint.perf.scaling import ScalingModel
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make
-from stint.sim.fleet import FleetSimulator
+from stint.sim.fleet import FleetResult, FleetSimulator
 from stint.sim.fleet_workload import generate, philly_shapes
 
 
@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--outage-h", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm", action="store_true", help="start in the steady state (generate(warm=True))")
+    ap.add_argument("--groups", action="store_true", help="with --outage-h: also the mean attainment of the "
+                    "jobs of r0 / the other regions arriving before, during and after the outage")
     a = ap.parse_args()
     nodes = max(1, a.gpus // 8 // a.clusters)
     clusters = tuple(FleetCluster(f"c{i}", f"r{i % a.regions}", nodes, 8) for i in range(a.clusters))
@@ -59,17 +61,32 @@ def main() -> None:
     jobs = generate(fleet, a.jobs, a.load, a.seed, warm=a.warm)
     gen_s = time.perf_counter() - t0
     window = jobs[-1].spec.arrival_s
+    outage = (window / 3, window / 3 + a.outage_h * 3600)
     if a.outage_h > 0:
-        fleet = Fleet(clusters, failures=(FleetFailure("region", "r0", window / 3, window / 3 + a.outage_h * 3600),))
+        fleet = Fleet(clusters, failures=(FleetFailure("region", "r0", *outage),))
     for name in a.schedulers.split(","):
         sim = FleetSimulator(fleet, jobs, make_global(name), lambda: make(a.policy), ScalingModel())
         res = sim.run()
         s = res.summary()
         s.pop("per_cluster")
+        if a.groups:
+            s["groups"] = groups(res, {j.job_id: j.home_region for j in jobs}, outage)
         rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(json.dumps({"global": name, "gpus": fleet.total_gpus, "generate_s": round(gen_s, 1),
                           "window_h": round(window / 3600, 1),
                           "cold_demand": round(cold_demand(fleet, a.load, window), 3), "peak_rss_gb": round(rss_gb, 2), **s}), flush=True)
+
+
+def groups(res: FleetResult, home: dict[str, str], outage: tuple[float, float]) -> dict[str, list[float]]:
+    """Mean attainment (and job count) by submitter's region (r0, the one down, or another) and
+    arrival before, during or after the outage; warm-up jobs left out."""
+    out: dict[str, list[float]] = {}
+    for r in res.records:
+        if r.warmup:
+            continue
+        phase = "before" if r.arrival_s < outage[0] else "during" if r.arrival_s < outage[1] else "after"
+        out.setdefault(f"{'r0' if home[r.job_id] == 'r0' else 'other'}-{phase}", []).append(r.attainment)
+    return {k: [round(float(np.mean(v)), 3), len(v)] for k, v in sorted(out.items())}
 
 
 if __name__ == "__main__":
