@@ -49,3 +49,15 @@ def test_fleet_sim_errors(tmp_path: Path) -> None:
         res = CliRunner().invoke(app, ["sim", *args, "--fleet-jobs", "10", "--out", str(tmp_path)])
         assert res.exit_code == 2, (args, res.output)
         assert message in " ".join(res.output.split()), (args, res.output)
+
+
+def test_fleet_warm_starts_in_the_steady_state(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["sim", "--fleet", str(EXAMPLE), "--fleet-jobs", "300", "--fleet-warm",
+                                   "--policy", "fifo", "--global", "gain", "--out", str(tmp_path),
+                                   "--format", "json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)["gain"]
+    assert s["jobs"] == 300 and s["warmup_jobs"] > 0
+    assert sum(t["jobs"] for t in s["tiers"].values()) == 300  # the warm jobs are not in the tiers
+    rows = (tmp_path / "gain" / "jobs.csv").read_text().splitlines()
+    assert len(rows) == 1 + 300 + s["warmup_jobs"] and rows[0].split(",")[-2] == "warmup"

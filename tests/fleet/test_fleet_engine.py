@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fleet_helpers import fleet, job
 
-from stint.model.fleet import Fleet, FleetFailure, draw_sizes
+from stint.model.fleet import Fleet, FleetFailure, FleetJob, draw_sizes
 from stint.perf.scaling import ScalingModel
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make
@@ -115,3 +115,27 @@ def test_a_node_failure_is_the_clusters_own() -> None:
     r = _by_id(_run(fl, [job("j", 0.0, 1000.0)], "gain"))["j"]
     assert r.cluster == "a" and r.lost_gpu_s == 0.0 and r.cluster_moves == 0
     assert r.finish_s == pytest.approx(1030.0)
+
+
+def test_utilization_is_over_the_gpus_up_and_warmup_jobs_count_only_there() -> None:
+    # a (8 GPUs) is down for half of the window [0, 1000]: 4,000 of its 8,000 GPU-seconds
+    down = FleetFailure("cluster", "a", 0.0, 500.0)
+    fl = fleet(("a", "r0", 1), ("b", "r0", 1), failures=(down,))
+    warm = FleetJob(job("w", 0.0, 5000.0).spec, "r0", 1, 10.0, 0.0, warmup=True)
+    jobs = [warm, job("j1", 500.0, 10.0), job("last", 1000.0, 10.0)]
+    s = _run(fl, jobs, "static").summary()
+    assert s["jobs"] == 2 and s["warmup_jobs"] == 1
+    used = 8 * 1000.0 + 8 * 10.0  # w on b for the window; j1 on a from 500 to 510
+    assert s["gpu_utilization"] == pytest.approx(used / (16 * 1000.0 - 8 * 500.0))
+    assert s["gpu_utilization_installed"] == pytest.approx(used / (16 * 1000.0))
+    assert s["per_cluster"]["a"]["utilization"] == pytest.approx(80.0 / 4000.0)
+
+
+def test_down_gpu_seconds_count_overlapping_failures_once() -> None:
+    fails = (FleetFailure("cluster", "a", 100.0, 300.0), FleetFailure("region", "r0", 200.0, 400.0),
+             FleetFailure("node", "b/0", 0.0, 1000.0), FleetFailure("node", "a/1", 350.0, 500.0),
+             FleetFailure("network", "r1", 0.0, 1000.0))
+    fl = fleet(("a", "r0", 2), ("b", "r1", 2), failures=fails)
+    # a: all 16 GPUs down over [100, 400], then node 1 to 500 (8 GPUs x 100 s); b: node 0 over
+    # [0, 1000] clipped to the window [0, 600]; the cut network takes nothing down
+    assert fl.down_gpu_s(0.0, 600.0) == [16 * 300.0 + 8 * 100.0, 8 * 600.0]

@@ -27,3 +27,18 @@ def test_seeded_and_at_the_offered_load() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="positive"):
         generate(fleet(("a", "r0", 1)), 0, 0.8)
+
+
+def test_a_warm_start_adds_the_jobs_running_at_time_zero_in_the_steady_state() -> None:
+    fl = fleet(*((f"c{i}", f"r{i % 2}", 125) for i in range(4)))  # 4,000 GPUs
+    cold = generate(fl, 3000, 0.8, seed=5)
+    warm = generate(fl, 3000, 0.8, seed=5, warm=True)
+    head = [j for j in warm if j.warmup]
+    assert warm[len(head):] == cold and not any(j.warmup for j in cold)  # the measured jobs unchanged
+    assert head and all(j.spec.arrival_s == 0.0 and j.job_id.startswith("w") for j in head)
+    _, dur = philly_shapes(1000)
+    rate = (len(cold) - 1) / cold[-1].spec.arrival_s
+    assert len(head) == pytest.approx(rate * float(dur.mean()), rel=0.1)  # Poisson(rate x E[dur])
+    # the GPUs they hold: rate x E[GPUs x dur] in expectation, the offered load's share of the fleet
+    assert sum(j.gpus for j in head) / fl.total_gpus == pytest.approx(0.8, rel=0.25)
+    assert all(0 < j.spec.work <= float(dur.max()) for j in head)

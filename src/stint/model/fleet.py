@@ -23,6 +23,7 @@ gpus_per_node = 8
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -129,6 +130,20 @@ class Fleet:
             if not ok or int(idx) >= self.clusters[self.index(name)].nodes:
                 raise FleetError(f"node failure target {f.target!r} must be CLUSTER/INDEX of an existing node")
 
+    def down_gpu_s(self, t0: float, t1: float) -> list[float]:
+        """Per cluster, the GPU-seconds of ``[t0, t1]`` its failures (cluster, region, node)
+        took down; overlapping failures count once. A cut network leaves its GPUs up."""
+        spans: list[list[tuple[float, float, int]]] = [[] for _ in self.clusters]
+        for f in self.failures:
+            if f.kind == "node":
+                name, _, idx = f.target.partition("/")
+                i = self.index(name)
+                spans[i].append((f.down_s, f.up_s, int(idx)))
+            elif f.kind != "network":
+                for i in self.clusters_hit(f):
+                    spans[i].append((f.down_s, f.up_s, -1))
+        return [_down_s(s, t0, t1, c.nodes) * c.gpus_per_node for s, c in zip(spans, self.clusters, strict=True)]
+
     def clusters_hit(self, f: FleetFailure) -> list[int]:
         """The clusters a failure takes down or cuts off (none for a node failure)."""
         if f.kind == "cluster":
@@ -170,16 +185,29 @@ class Fleet:
         return Fleet((FleetCluster(name, "r0", cluster.num_nodes, gpn),))
 
 
+def _down_s(spans: list[tuple[float, float, int]], t0: float, t1: float, nodes: int) -> float:
+    """Node-seconds of ``[t0, t1]`` down under ``spans`` ((down, up, node), node -1: all)."""
+    cuts = sorted({t0, t1, *(min(max(x, t0), t1) for a, b, _ in spans for x in (a, b))})
+    total = 0.0
+    for a, b in itertools.pairwise(cuts):
+        hit = {n for lo, hi, n in spans if lo <= a and b <= hi}
+        total += (b - a) * (nodes if -1 in hit else len(hit))
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class FleetJob:
     """A job of the fleet: its spec, the region of its submitter, the cluster holding its data,
-    and the sizes of its checkpoint and data set."""
+    and the sizes of its checkpoint and data set. ``warmup``: a job already running when the
+    measured window opens (a stationary start, ``fleet_workload.generate(warm=True)``): its
+    GPU-seconds count in utilization, its attainment does not."""
 
     spec: JobSpec
     home_region: str
     data_cluster: int
     ckpt_gb: float
     data_gb: float
+    warmup: bool = False
 
     @property
     def job_id(self) -> str:

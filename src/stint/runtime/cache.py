@@ -158,9 +158,13 @@ class JobCache:
         return ids
 
     def modified(self) -> list[Job]:
-        """Rows the current step changed; they are reloaded at the next refresh."""
+        """Rows the current step changed; they are reloaded at the next refresh, and their
+        cached statuses are dropped (a forecast later in the step sees the changes: a job the
+        plan started holds its GPUs, it is not in the queue)."""
         out = [j for j in self.rows.values() if instance_state(j).modified]
         self._stale.update(j.id for j in out)
+        for j in out:
+            self.statuses.pop(str(j.id), None)
         return out
 
     def noted(self, jobs: Iterable[Job]) -> None:

@@ -9,16 +9,20 @@ the two clusters, not the control plane:
 
 - ``GET /v1/ckpt/JOB`` -> the manifest: every file's relative path, size and SHA-256;
 - ``GET /v1/ckpt/JOB/PATH`` -> one file's bytes;
+- ``GET /v1/log/JOB`` -> the job's log (``<dir>/JOB/log.txt``), its SHA-256 in ``X-Sha256``;
 - ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT", "owner": "alice"}`` -> pulls every
   file of the source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and
-  SHA-256 as it arrives, gives the copy (and ``<dir>/12/`` if it made it) to the job's OS account
-  ``owner`` (null: ours; done as root, in a multi-user fleet), then swaps it in for
-  ``<dir>/12/ckpt`` (an old one is removed) and answers ``{"bytes", "seconds", "files",
-  "sha256"}`` (``seconds``: from the first file asked to the last one verified; ``sha256``: over
-  the manifest). A mismatch or a lost source is a 502 naming the file; nothing is swapped in.
+  SHA-256 as it arrives, then the job's log likewise (the log of every attempt so far: the job's
+  next attempt appends to it, so ``stint logs`` of a job that moved shows all its attempts),
+  gives both (and ``<dir>/12/`` if it made it) to the job's OS account ``owner`` (null: ours;
+  done as root, in a multi-user fleet), then swaps them in for ``<dir>/12/ckpt`` and
+  ``<dir>/12/log.txt`` (old ones are removed) and answers ``{"bytes", "seconds", "files",
+  "sha256"}`` (the checkpoint's: ``seconds`` from the first file asked to the last one verified;
+  ``sha256`` over the manifest; the log is not counted). A mismatch or a lost source is a 502
+  naming the file; nothing is swapped in.
 
 Every call, the peers' included, carries the fleet's secret (``fleet_secret``); one without it is
-a 401, so no job can read or replace another's checkpoint through the service.
+a 401, so no job can read or replace another's checkpoint or log through the service.
 
 stdlib only (``http.server``/``http.client``): the service runs beside the storage, anywhere.
 """
@@ -87,11 +91,39 @@ def _split(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+@dataclass(slots=True)
+class _Turn:
+    lock: threading.Lock
+    users: int = 0  # fetches holding or waiting for it (dropped at 0)
+
+
+_TURNS: dict[tuple[Path, str], _Turn] = {}
+_TURNS_GUARD = threading.Lock()
+
+
 def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = None) -> CopyReport:
     """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``, for the
-    job's OS account ``owner`` (None: ours)."""
+    job's OS account ``owner`` (None: ours). Fetches
+    of one job into one storage run one at a time: a control plane restarted during a copy asks
+    again while the first may still run (the second then copies afresh, after it)."""
     if not _JOB.match(job):
         raise CopyError(f"bad job id {job!r}")
+    key = (root, job)
+    with _TURNS_GUARD:
+        turn = _TURNS.setdefault(key, _Turn(threading.Lock()))
+        turn.users += 1
+    try:
+        with turn.lock:
+            return _fetch(root, job, source, fleet_secret.headers(secret), owner)
+    finally:
+        with _TURNS_GUARD:
+            turn.users -= 1
+            if not turn.users:
+                del _TURNS[key]
+
+
+def _fetch(root: Path, job: str, source: str, auth: dict[str, str], owner: str | None
+           ) -> CopyReport:
     host, port = _split(source)
     conn = http.client.HTTPConnection(host, port, timeout=FETCH_TIMEOUT_S)
     try:
@@ -100,7 +132,6 @@ def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = No
         # A receive buffer as large as the system allows: the link, not this process's turn
         # on a busy CPU, sets the pace (the kernel keeps receiving while it waits).
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER)
-        auth = fleet_secret.headers(secret)
         files = json.loads(_get(conn, f"/v1/ckpt/{job}", source, auth))
         t0 = time.monotonic()  # (the manifest's hashing on the source is not the copy's time)
         incoming = root / job / "ckpt.incoming"
@@ -112,13 +143,16 @@ def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = No
             if not _safe(rel):
                 raise CopyError(f"{source}: unsafe path {rel!r} in job {job}'s manifest")
             total += _pull(conn, source, job, entry, incoming / rel, auth)
+        seconds = time.monotonic() - t0
+        log = _pull_log(conn, source, job, root / job / "log.incoming", auth)
         if owner is not None:
-            _hand_over(root / job, incoming, owner)
+            _hand_over(root / job, [incoming, *([] if log is None else [log])], owner)
     except (OSError, http.client.HTTPException, ValueError, KeyError, LookupError) as exc:
         raise CopyError(f"copy of job {job}'s checkpoint from {source} failed: {exc}") from None
     finally:
         conn.close()
-    seconds = time.monotonic() - t0
+    if log is not None:
+        os.replace(log, root / job / "log.txt")
     dest = root / job / "ckpt"
     old = root / job / "ckpt.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -130,11 +164,12 @@ def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = No
     return CopyReport(total, seconds, len(files), digest)
 
 
-def _hand_over(job_dir: Path, tree: Path, owner: str) -> None:
-    """Give a verified copy, and the job's directory, to the job's account ``owner``, as if its
-    own attempts had written them (the shim takes over only an empty directory of ours); only
-    root can, and only root needs to (otherwise every job runs as us). A directory of a third
-    account is refused: it is another job's."""
+def _hand_over(job_dir: Path, trees: list[Path], owner: str) -> None:
+    """Give a verified copy (``trees``), and the job's directory, to the job's account ``owner``,
+    as if its own attempts had written them (the shim takes over only an empty directory of ours,
+    and appends only to a log of the job's account); only root can, and only root needs to
+    (otherwise every job runs as us). A directory of a third account is refused: it is another
+    job's."""
     from stint.runtime.executor.shim import resolve_account
 
     if os.geteuid() != 0:
@@ -143,7 +178,7 @@ def _hand_over(job_dir: Path, tree: Path, owner: str) -> None:
     if job_dir.lstat().st_uid not in (0, acct.uid):
         raise CopyError(f"{job_dir} belongs to uid {job_dir.lstat().st_uid}, not to job "
                         f"{job_dir.name}'s account {owner} (uid {acct.uid})")
-    for p in [job_dir, tree, *tree.rglob("*")]:
+    for p in [job_dir, *(q for t in trees for q in [t, *t.rglob("*")])]:
         os.chown(p, acct.uid, acct.gid, follow_symlinks=False)
     os.chmod(job_dir, 0o700)
 
@@ -177,6 +212,24 @@ def _pull(conn: http.client.HTTPConnection, source: str, job: str, entry: dict[s
                         f"sha256 {h.hexdigest()[:12]}; the manifest says {entry['size']}, "
                         f"{str(entry['sha256'])[:12]})")
     return size
+
+
+def _pull_log(conn: http.client.HTTPConnection, source: str, job: str, path: Path,
+              auth: dict[str, str]) -> Path | None:
+    """The job's log into ``path``, checked against its ``X-Sha256``; None if it has none."""
+    conn.request("GET", f"/v1/log/{job}", headers=auth)
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.status == 404:
+        return None
+    if resp.status != 200:
+        raise CopyError(f"{source}: job {job}'s log: HTTP {resp.status}: {body[:200]!r}")
+    if hashlib.sha256(body).hexdigest() != resp.getheader("X-Sha256"):
+        raise CopyError(f"{source}: job {job}'s log failed its check on arrival")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(body)
+    return path
 
 
 def request_fetch(service: str, job: str, source: str, secret: str, owner: str | None = None,
@@ -227,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self._refused():
             return None
         parts = self.path.split("/", 4)  # "", "v1", "ckpt", JOB[, PATH]
+        if len(parts) == 4 and parts[1:3] == ["v1", "log"] and _JOB.match(parts[3]):
+            return self._log(self.root / parts[3] / "log.txt")
         if len(parts) < 4 or parts[1:3] != ["v1", "ckpt"] or not _JOB.match(parts[3]):
             return self._reply(404, b'{"error": "no such path"}')
         ckpt = self.root / parts[3] / "ckpt"
@@ -243,6 +298,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(size))
             self.end_headers()
             shutil.copyfileobj(f, self.wfile, CHUNK)
+
+    def _log(self, path: Path) -> None:
+        if path.is_symlink() or not path.is_file():
+            return self._reply(404, b'{"error": "no log"}')
+        body = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Sha256", hashlib.sha256(body).hexdigest())
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self) -> None:
         if self._refused():

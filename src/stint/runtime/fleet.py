@@ -162,6 +162,8 @@ class FleetControl:
             job.reason = why
         src = job.cluster
         job.cluster, job.to_cluster, job.allocation, job.target = dst, None, "[]", None
+        # the forecast of the cluster it left means nothing here; dst's forecasts it next
+        job.est_start_at = job.est_finish_at = job.queue_position = None
         job.pin_node = None  # (a node of the cluster it left)
         _note(w, job, f"{src or '-'}->{dst}", now)
 

@@ -178,6 +178,11 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
         raise StartupError(str(exc)) from None
     members: dict[str, Member] = {}
     servers = []
+    name, options = cfg.policy_name(), cfg.policy_options()
+
+    def forecaster() -> Policy:  # each cluster forecasts its own jobs on its own nodes
+        return make_with_options(name, options)
+
     for c in fleet.clusters:
         storage = Path(c.storage) if c.storage else cfg.store.jobs_root() / c.name
         jobs_root(str(storage), os.geteuid() == 0)  # (as the single cluster's jobs directory)
@@ -188,9 +193,10 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
         executor = cluster_executor(data_dir, c.name, c.executor, c.nodes, c.gpus_per_node, secret)
         ctl = cfg.controller
         controller = Controller(store, executor,
-                                make_with_options(cfg.policy_name(), cfg.policy_options()),
+                                make_with_options(name, options),
                                 ControllerConfig(jobs_dir=storage, max_retries=ctl.max_retries,
-                                                 grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s),
+                                                 grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s,
+                                                 forecast_policy=forecaster),
                                 metrics, member=c.name, region=c.region)
         members[c.name] = Member(controller, storage, copy)
     store.keep_clusters(list(members))

@@ -97,6 +97,8 @@ def parser() -> argparse.ArgumentParser:
     a("--fleet-jobs", type=int, metavar="N",
       help="With --fleet: generate N jobs from Philly's distributions instead of reading --trace.")
     a("--load", type=float, default=0.8, help="With --fleet-jobs: offered load [default: 0.8].")
+    a("--fleet-warm", action="store_true", help="With --fleet-jobs: start in the steady state, the jobs "
+      "that would be running at time 0 already there (docs/fleet.md) [default: an empty fleet].")
     return p
 
 
@@ -117,7 +119,7 @@ def main(argv: list[str]) -> int:
         return _fleet(FleetConfig(args.fleet, tuple(g.strip() for g in args.global_.split(",") if g.strip()),
                                   tuple(args.global_opt or ()), args.policy or "tiresias",
                                   tuple(args.policy_opt or ()), args.trace, args.fleet_jobs, args.load,
-                                  args.seed, f, args.restart_s), args.out, args.format)
+                                  args.seed, f, args.restart_s, args.fleet_warm), args.out, args.format)
     return _sim(args)
 
 

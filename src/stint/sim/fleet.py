@@ -132,6 +132,7 @@ class FleetRecord:
     data_gb_moved: float
     lost_gpu_s: float
     max_lost_s: float
+    warmup: bool  # running when the window opened (``FleetJob.warmup``): not in the tiers' figures
 
     @property
     def attainment(self) -> float:
@@ -159,13 +160,15 @@ class FleetResult:
     cpu_s: float
 
     def summary(self) -> dict[str, Any]:
-        recs = self.records
+        recs = [r for r in self.records if not r.warmup]
         done = [r for r in recs if not r.rejected]
-        end = max((r.finish_s for r in done), default=self.start_s)
+        end = max((r.finish_s for r in self.records if not r.rejected), default=self.start_s)
         span = max(end - self.start_s, 0.0)
         busy = sum(c.busy_gpu_s for c in self.clusters)
         last, used = self.window
         wspan = max(last - self.start_s, 0.0)
+        down = self.fleet.down_gpu_s(self.start_s, last)
+        up = [fc.gpus * wspan - d for fc, d in zip(self.fleet.clusters, down, strict=True)]
         tiers: dict[str, Any] = {}
         for tier in Tier:
             att = np.array([r.attainment for r in recs if r.tier == tier.value]) if recs else np.zeros(0)
@@ -178,10 +181,12 @@ class FleetResult:
             "clusters": len(self.fleet.clusters),
             "gpus": self.fleet.total_gpus,
             "jobs": len(recs),
+            "warmup_jobs": len(self.records) - len(recs),
             "completed": len(done),
             "rejected": len(recs) - len(done),
-            # over the arrival window (first to last arrival): the steady state, not the tail
-            "gpu_utilization": sum(used) / (self.fleet.total_gpus * wspan) if wspan > 0 else 0.0,
+            # over the arrival window (first to last arrival), per GPU-second up in it
+            "gpu_utilization": sum(used) / sum(up) if sum(up) > 0 else 0.0,
+            "gpu_utilization_installed": sum(used) / (self.fleet.total_gpus * wspan) if wspan > 0 else 0.0,
             "gpu_utilization_makespan": busy / (self.fleet.total_gpus * span) if span > 0 else 0.0,
             "makespan_s": span,
             "avg_jct_s": float(jct.mean()),
@@ -200,10 +205,10 @@ class FleetResult:
             "cpu_s": self.cpu_s,
             "per_cluster": {
                 fc.name: {"region": fc.region, "gpus": fc.gpus,
-                          "utilization": u / (fc.gpus * wspan) if wspan > 0 else 0.0,
+                          "utilization": u / g if g > 0 else 0.0,
                           "completed": sum(r.completed for r in c.records)}
-                for fc, c, u in zip(self.fleet.clusters, self.clusters, used or [0.0] * len(self.clusters),
-                                    strict=True)
+                for fc, c, u, g in zip(self.fleet.clusters, self.clusters, used or [0.0] * len(self.clusters), up,
+                                       strict=True)
             },
         }
 
@@ -412,7 +417,7 @@ class FleetSimulator:
             self._records.append(FleetRecord(
                 spec.job_id, spec.tier.value, self.fleet.clusters[i].name, spec.arrival_s, r.finish_s, js.job.gpus,
                 ideal, r.rejected, js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
-                js.lost_work * js.job.gpus, js.max_lost_s))
+                js.lost_work * js.job.gpus, js.max_lost_s, js.job.warmup))
 
     def _collect_all(self, force: bool = False) -> None:
         for i in range(len(self._members)):
@@ -423,7 +428,7 @@ class FleetSimulator:
                 self._records.append(FleetRecord(
                     spec.job_id, spec.tier.value, "", spec.arrival_s, spec.arrival_s, js.job.gpus, math.inf,
                     "never placed", js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
-                    js.lost_work * js.job.gpus, js.max_lost_s))
+                    js.lost_work * js.job.gpus, js.max_lost_s, js.job.warmup))
 
     # ------------------------------------------------------------------------------ failures
     def _failure_events(self) -> list[tuple[float, int, str, bool, int]]:

@@ -35,6 +35,7 @@ class FleetConfig:
     seed: int = 0
     filters: Filters = field(default_factory=Filters)
     restart_s: float | None = None
+    warm: bool = False  # with ``jobs``: a stationary start (``fleet_workload.generate(warm=True)``)
 
 
 def read_fleet(path: Path) -> Fleet:
@@ -48,7 +49,7 @@ def read_fleet(path: Path) -> Fleet:
 def workload(cfg: FleetConfig, fleet: Fleet) -> tuple[list[FleetJob], PerfModel, str]:
     """The jobs: generated (``jobs``) or a trace's, with the fleet's seeded rule for sizes."""
     if cfg.jobs is not None:
-        return generate(fleet, cfg.jobs, cfg.load, cfg.seed), ScalingModel(), "philly"
+        return generate(fleet, cfg.jobs, cfg.load, cfg.seed, cfg.warm), ScalingModel(), "philly"
     trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
