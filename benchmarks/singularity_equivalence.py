@@ -3,7 +3,7 @@
 Runs the policy of this tree and the one of a git revision (``--ref``, default HEAD) on the same
 workloads and prints, per workload and version, the CPU seconds of the simulation, CPU-ms per job
 and a digest of every job's record (start, finish, work received, preemptions, migrations,
-resizes, attained GPU-s); "same" when the digests are equal.
+resizes, attained GPU-s; in a fleet also every fleet record: cluster, moves, work lost); "same" when the digests are equal.
 
     .venv/bin/python benchmarks/singularity_equivalence.py --ref fd10718
     .venv/bin/python benchmarks/singularity_equivalence.py --ref fd10718 --workloads fleet30
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import subprocess
 import sys
+import tempfile
 import time
-import types
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -49,22 +50,29 @@ def reference(rev: str) -> Factory:
     """The ``Singularity`` class of ``rev``, loaded without registering it."""
     src = subprocess.run(["git", "show", f"{rev}:src/stint/policies/singularity.py"], check=True,
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    path = Path(tempfile.mkdtemp()) / "singularity_ref.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("singularity_ref", path)
+    assert spec is not None and spec.loader is not None
+    mod = sys.modules["singularity_ref"] = importlib.util.module_from_spec(spec)
     saved = registry.register
     registry.register = lambda name: (lambda cls: cls)  # type: ignore[assignment]
     try:
-        mod = sys.modules["singularity_ref"] = types.ModuleType("singularity_ref")
-        exec(compile(src, f"{rev}:singularity.py", "exec"), mod.__dict__)
+        spec.loader.exec_module(mod)
     finally:
         registry.register = saved
     cls: Factory = mod.Singularity
     return cls
 
 
-def digest(records: Iterable[Any]) -> tuple[str, int]:
+def digest(records: Iterable[Any], more: Iterable[Any] = ()) -> tuple[str, int]:
+    """A digest of the records' ``FIELDS`` (``more``: any other records, whole); how many records."""
     h, n = hashlib.sha256(), 0
     for r in sorted(records, key=lambda r: r.job_id):
         h.update(repr(tuple(getattr(r, f) for f in FIELDS)).encode())
         n += 1
+    for r in more:
+        h.update(repr(r).encode())
     return h.hexdigest()[:16], n
 
 
@@ -88,7 +96,8 @@ def fleet(clusters: int, gpus: int, jobs: int) -> Callable[[Factory], tuple[str,
     specs = generate(f, jobs, 0.8, 0)
 
     def run(factory: Factory) -> tuple[str, int]:
-        return digest(FleetSimulator(f, specs, make_global("gain"), factory, ScalingModel()).run().records)
+        res = FleetSimulator(f, specs, make_global("gain"), factory, ScalingModel()).run()
+        return digest([r for c in res.clusters for r in c.records], res.records)
     return run
 
 

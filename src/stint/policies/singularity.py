@@ -58,10 +58,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.cluster import Cluster
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
 from stint.placement.packing import drop_workers, give, in_order, place, take
@@ -123,25 +124,84 @@ class Staging:
         return sum(self.victims.values())
 
 
-@dataclass(slots=True)
-class Victims:
-    """One pass's running jobs in victim order (rule 3), those grown above their request, and
-    per tier the smallest request that reclaiming could not serve (later ones of the tier skip it)."""
+@dataclass(frozen=True, slots=True)
+class Order:
+    """Running jobs in victim order (rule 3), those grown above their request, and their ranks."""
 
     running: list[Facts]
     grown: list[Facts]
     ranks: list[int]
-    blocked: dict[int, float] = field(default_factory=dict)
 
     @staticmethod
-    def of(facts: Iterable[Facts]) -> Victims:
+    def of(facts: Iterable[Facts]) -> Order:
         running = sorted((f for f in facts if f.st.allocation), key=Facts.victim_key)
         grown = [f for f in running if f.st.allocation.num_workers > f.st.spec.requested_workers]
-        return Victims(running, grown, [f.rank for f in running])
+        return Order(running, grown, [f.rank for f in running])
+
+
+@dataclass(slots=True)
+class Victims:
+    """One pass's running jobs in victim order (rule 3), sorted on first need (a pass that starts
+    every waiting job on free GPUs needs none), and per tier the smallest request that reclaiming
+    could not serve (later ones of the tier skip it)."""
+
+    source: Callable[[], Iterable[Facts]]  # the running jobs' facts
+    blocked: dict[int, float] = field(default_factory=dict)
+    _order: Order | None = None
+
+    def order(self) -> Order:
+        if self._order is None:
+            self._order = Order.of(self.source())
+        return self._order
+
+    @property
+    def running(self) -> list[Facts]:
+        return self.order().running
+
+    @property
+    def grown(self) -> list[Facts]:
+        return self.order().grown
 
     def below(self, rank: int) -> int:
         """How many of ``running`` (lowest tier first) are of a tier below ``rank``."""
-        return bisect_left(self.ranks, rank)
+        return bisect_left(self.order().ranks, rank)
+
+
+@dataclass(slots=True)
+class Roster:
+    """The active jobs' ids by what a pass reads of them: waiting (no allocation), running, and
+    the running elastic ones (rule 7's candidates). Kept from ``ClusterView.changed`` when the
+    view promises it complete (``by_id`` set, same ``stream``), else rebuilt from ``view.jobs``."""
+
+    waiting: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    elastic: set[str] = field(default_factory=set)
+    stream: int | None = None
+
+    def sync(self, view: ClusterView) -> Mapping[str, JobStatus]:
+        """Bring the roster up to date with ``view``; the active jobs by id."""
+        by_id = view.by_id
+        if by_id is None or view.stream is None or view.stream != self.stream:
+            self.waiting, self.running, self.elastic, self.stream = set(), set(), set(), view.stream
+            for st in view.jobs:
+                self._file(st)
+            return by_id if by_id is not None else {st.job_id: st for st in view.jobs}
+        for jid in view.changed:
+            self.waiting.discard(jid)
+            self.running.discard(jid)
+            self.elastic.discard(jid)
+            found = by_id.get(jid)
+            if found is not None:
+                self._file(found)
+        return by_id
+
+    def _file(self, st: JobStatus) -> None:
+        if not st.allocation:
+            self.waiting.add(st.job_id)
+            return
+        self.running.add(st.job_id)
+        if st.spec.min_workers < st.spec.max_workers:
+            self.elastic.add(st.job_id)
 
 
 @register("singularity")
@@ -170,6 +230,8 @@ class Singularity(PolicyBase):
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
         self._req_rate: dict[str, tuple[float, float]] = {}  # job id -> rates at requested, largest size
+        self._roster = Roster()
+        self._slots: tuple[Cluster | None, dict[int, int]] = (None, {})  # cluster -> workers per node by GPUs/worker
 
     def next_due(self) -> float | None:
         """When a tick could change the plan (``_next_due``); None: only events can."""
@@ -189,14 +251,22 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._req_rate = view.history, {}, {}
-        facts = {st.job_id: self._facts(view, st) for st in view.jobs}
+            self._history, self._moved, self._req_rate, self._roster = view.history, {}, {}, Roster()
+        by_id = self._roster.sync(view)
+        facts: dict[str, Facts] = {}  # this pass's, computed on first need
+
+        def fact(jid: str) -> Facts:
+            f = facts.get(jid)
+            if f is None:
+                f = facts[jid] = self._facts(view, by_id[jid])
+            return f
+
         plan = Plan()
         free = list(view.free_gpus)
         total = view.cluster.total_gpus
-        pool = Victims.of(facts.values())
+        pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
-        queued = sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key)
+        queued = sorted((fact(j) for j in self._roster.waiting), key=Facts.serve_key)
         for w in queued:
             spec = w.st.spec
             smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
@@ -212,12 +282,14 @@ class Singularity(PolicyBase):
                 left = sum(free)
                 plan.allocations.update(staged.changes)
                 plan.explain.update(staged.reasons)
-        self._grow(view, facts, free, plan)
+        if left > 0 and (self._roster.elastic or any(f.job_id in plan.allocations for f in queued)):
+            self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations]
+                       + [f for f in queued if f.job_id in plan.allocations], free, plan)
         for jid in plan.allocations:
-            if facts[jid].st.allocation:
+            if by_id[jid].allocation:
                 self._moved[jid] = view.now
         for jid in view.changed:
-            if jid not in facts:
+            if jid not in by_id:
                 self._moved.pop(jid, None)
                 self._req_rate.pop(jid, None)
         self._due = self._next_due(view, queued, plan, free)
@@ -352,11 +424,12 @@ class Singularity(PolicyBase):
         return s.cost_gpus == 0 or gain > self.restart_s * s.cost_gpus or w.slack_s < self.urgent_s
 
     # ------------------------------------------------------------------------------ rule 7
-    def _grow(self, view: ClusterView, facts: Mapping[str, Facts], free: list[int], plan: Plan) -> None:
+    def _grow(self, view: ClusterView, candidates: Iterable[Facts], free: list[int], plan: Plan) -> None:
+        """Rule 7 over ``candidates``: running jobs this plan leaves alone and jobs it starts."""
         def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
             return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
 
-        for f in sorted((f for f in facts.values() if f.st.spec.min_workers < f.st.spec.max_workers
+        for f in sorted((f for f in candidates if f.st.spec.min_workers < f.st.spec.max_workers
                          and (f.job_id not in plan.allocations) == bool(f.st.allocation)
                          and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
             if sum(free) <= 0:
@@ -387,7 +460,7 @@ class Singularity(PolicyBase):
         target = self.sla.of(spec.tier)
         rates = self._req_rate.get(st.job_id)
         if rates is None:
-            per_node = _per_node(view, spec.gpus_per_worker)
+            per_node = self._per_node(view, spec.gpus_per_worker)
             rates = self._req_rate[st.job_id] = (
                 view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
                 view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
@@ -402,6 +475,16 @@ class Singularity(PolicyBase):
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
         return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _per_node(self, view: ClusterView, gpw: int) -> int:
+        """Workers of ``gpw`` GPUs that the largest node holds (found once per cluster)."""
+        cluster, slots = self._slots
+        if cluster is not view.cluster:
+            self._slots = cluster, slots = view.cluster, {}
+        got = slots.get(gpw)
+        if got is None:
+            got = slots[gpw] = _per_node(view, gpw)
+        return got
 
     def _meets(self, view: ClusterView, w: Facts, got: dict[int, int]) -> bool:
         """Rule 2: a placement meets the job's target (its spread may slow it; none: any does)."""
