@@ -17,6 +17,7 @@ from stint.model.sla import SlaTargets, attainment
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
 from stint.policies.base import ClusterView, PolicyBase
+from stint.policies.singularity import Singularity
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.metrics import JobRecord, tier_summary
@@ -190,7 +191,7 @@ def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
 class Rebuilding(PolicyBase):
     """Wraps a policy; hides ``by_id``, so that it rebuilds what it keeps of the jobs every pass."""
 
-    def __init__(self, inner: PolicyBase) -> None:
+    def __init__(self, inner: Singularity) -> None:
         self.inner, self.name, self.tick_s, self.lazy_progress = inner, inner.name, inner.tick_s, True
 
     def next_due(self) -> float | None:
@@ -207,7 +208,7 @@ def test_what_it_keeps_between_passes_changes_no_decision() -> None:
     trace = load("pollux:6", tiers=TierMix.parse("premium=0.1,standard=0.3,basic=0.6"))
     jobs = [replace(j, arrival_s=j.arrival_s / 4) for j in trace.jobs[:80]]  # four times the load
     runs = [Simulator(Cluster.uniform(4, 4), jobs, pol, trace.perf, CostModel()).run().records
-            for pol in (make("singularity"), Rebuilding(make("singularity")))]  # type: ignore[arg-type]
+            for pol in (Singularity(), Rebuilding(Singularity()))]
     kept, rebuilt = ({r.job_id: r for r in recs} for recs in runs)
     assert kept == rebuilt
     assert sum(r.preemptions + r.resizes for r in kept.values()) > 0
