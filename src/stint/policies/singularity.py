@@ -109,6 +109,19 @@ class Facts:
         return self.victim
 
 
+@dataclass(frozen=True, slots=True)
+class Constants:
+    """What the rules read of a job that stays the same while it is active (kept per job id)."""
+
+    rank: int
+    target: float | None
+    rate_req: float  # work units/s at the requested size, packed on the fewest nodes
+    rate_top: float  # at its largest size
+    ideal_s: float  # its whole work at ``rate_req``
+    deadline_s: float | None  # the latest finish meeting its target (None: it has none)
+    smallest: int  # GPUs at its smallest size (rule 1)
+
+
 @dataclass(slots=True)
 class Staging:
     """Tentative changes for one waiting job: committed or discarded as a unit (rule 6)."""
@@ -229,7 +242,8 @@ class Singularity(PolicyBase):
         self._history: int | None = None
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
-        self._req_rate: dict[str, tuple[float, float]] = {}  # job id -> rates at requested, largest size
+        self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
+        self._order: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
         self._roster = Roster()
         self._slots: tuple[Cluster | None, dict[int, int]] = (None, {})  # cluster -> workers per node by GPUs/worker
 
@@ -251,7 +265,7 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._req_rate, self._roster = view.history, {}, {}, Roster()
+            self._history, self._moved, self._const, self._roster, self._order = view.history, {}, {}, Roster(), []
         by_id = self._roster.sync(view)
         facts: dict[str, Facts] = {}  # this pass's, computed on first need
 
@@ -266,10 +280,10 @@ class Singularity(PolicyBase):
         total = view.cluster.total_gpus
         pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
-        queued = sorted((fact(j) for j in self._roster.waiting), key=Facts.serve_key)
+        queued = sorted((fact(j) for j in self._waiting_ids()), key=Facts.serve_key)
+        self._order = [f.job_id for f in queued]
         for w in queued:
-            spec = w.st.spec
-            smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
+            smallest = self._const[w.job_id].smallest
             if smallest > total:  # rule 1
                 plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
                 continue
@@ -291,9 +305,19 @@ class Singularity(PolicyBase):
         for jid in view.changed:
             if jid not in by_id:
                 self._moved.pop(jid, None)
-                self._req_rate.pop(jid, None)
+                self._const.pop(jid, None)
         self._due = self._next_due(view, queued, plan, free)
         return plan
+
+    def _waiting_ids(self) -> list[str]:
+        """The waiting jobs' ids, those of the last pass first in its serve order (so that the
+        sort, whose result does not depend on its input's order, has little to do)."""
+        waiting = self._roster.waiting
+        ids = [j for j in self._order if j in waiting]
+        if len(ids) < len(waiting):
+            known = set(ids)
+            ids += [j for j in waiting if j not in known]
+        return ids
 
     # ------------------------------------------------------------------------------ rules 2-6
     def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
@@ -457,24 +481,31 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ quantities
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
-        target = self.sla.of(spec.tier)
-        rates = self._req_rate.get(st.job_id)
-        if rates is None:
-            per_node = self._per_node(view, spec.gpus_per_worker)
-            rates = self._req_rate[st.job_id] = (
-                view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
-                view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
-        rate, top = rates
+        c = self._const.get(st.job_id) or self._constants(view, st)
+        target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
         left = spec.work - st.work_done_at(view.now)
         remaining = left / rate if rate > 0 else math.inf
-        ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
-        if target is not None:
-            due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
+        if c.deadline_s is not None:
+            due = c.deadline_s - view.now - self.restart_s
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
-        return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+        return Facts.of(st, c.rank, target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _constants(self, view: ClusterView, st: JobStatus) -> Constants:
+        """A job's constants, computed when it is first seen."""
+        spec = st.spec
+        target = self.sla.of(spec.tier)
+        per_node = self._per_node(view, spec.gpus_per_worker)
+        counts = spec.feasible_counts()
+        rate = view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node))
+        top = view.perf.rate(spec, _packed_alloc(counts[-1], per_node))
+        ideal = spec.work / rate if rate > 0 else math.inf
+        due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
+        c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
+                                               counts[0] * spec.gpus_per_worker)
+        return c
 
     def _per_node(self, view: ClusterView, gpw: int) -> int:
         """Workers of ``gpw`` GPUs that the largest node holds (found once per cluster)."""
