@@ -51,7 +51,11 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
-pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
+pass: O(waiting log waiting + changed jobs) when every waiting job starts on free GPUs or waits
+without reclaiming (a job's constants are kept per id, the active jobs by state from ``changed``,
+the waiting ones sorted from the last pass's order); the running jobs' facts and victim order
+only when a waiting job does not fit, rule 7 only with GPUs free and an elastic job to grow:
+O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
 """
 
 from __future__ import annotations
@@ -267,7 +271,7 @@ class Singularity(PolicyBase):
         if view.history is None or view.history != self._history:  # another run's jobs
             self._history, self._moved, self._const, self._roster, self._order = view.history, {}, {}, Roster(), []
         by_id = self._roster.sync(view)
-        facts: dict[str, Facts] = {}  # this pass's, computed on first need
+        facts: dict[str, Facts] = {}  # this pass's of running jobs, computed on first need
 
         def fact(jid: str) -> Facts:
             f = facts.get(jid)
@@ -280,7 +284,7 @@ class Singularity(PolicyBase):
         total = view.cluster.total_gpus
         pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
-        queued = sorted((fact(j) for j in self._waiting_ids()), key=Facts.serve_key)
+        queued = sorted([self._facts(view, by_id[j]) for j in self._waiting_ids()], key=Facts.serve_key)
         self._order = [f.job_id for f in queued]
         for w in queued:
             smallest = self._const[w.job_id].smallest
