@@ -76,9 +76,10 @@ from stint.policies.registry import register
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Facts:
-    """What the rules read of one job at one pass."""
+    """What the rules read of one job at one pass (read-only; not frozen, since a pass makes one
+    per waiting job and a frozen dataclass's ``__init__`` costs about five times as much)."""
 
     st: JobStatus
     job_id: str
