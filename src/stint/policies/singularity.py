@@ -128,6 +128,16 @@ class Constants:
 
 
 @dataclass(slots=True)
+class Shape:
+    """What a pass reads of the cluster: its GPUs, and per GPUs per worker the workers its largest
+    node holds (the packing of the SLA's requested rate)."""
+
+    cluster: Cluster | None = None
+    total_gpus: int = 0
+    slots: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Staging:
     """Tentative changes for one waiting job: committed or discarded as a unit (rule 6)."""
 
@@ -250,7 +260,7 @@ class Singularity(PolicyBase):
         self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
         self._order: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
         self._roster = Roster()
-        self._slots: tuple[Cluster | None, dict[int, int]] = (None, {})  # cluster -> workers per node by GPUs/worker
+        self._cluster = Shape()
 
     def next_due(self) -> float | None:
         """When a tick could change the plan (``_next_due``); None: only events can."""
@@ -282,7 +292,7 @@ class Singularity(PolicyBase):
 
         plan = Plan()
         free = list(view.free_gpus)
-        total = view.cluster.total_gpus
+        total = self._shape(view).total_gpus
         pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
         queued = sorted([self._facts(view, by_id[j]) for j in self._waiting_ids()], key=Facts.serve_key)
@@ -512,11 +522,15 @@ class Singularity(PolicyBase):
                                                counts[0] * spec.gpus_per_worker)
         return c
 
+    def _shape(self, view: ClusterView) -> Shape:
+        """What the pass reads of the cluster, found once per cluster (a ``Cluster`` is immutable)."""
+        if self._cluster.cluster is not view.cluster:
+            self._cluster = Shape(view.cluster, view.cluster.total_gpus)
+        return self._cluster
+
     def _per_node(self, view: ClusterView, gpw: int) -> int:
-        """Workers of ``gpw`` GPUs that the largest node holds (found once per cluster)."""
-        cluster, slots = self._slots
-        if cluster is not view.cluster:
-            self._slots = cluster, slots = view.cluster, {}
+        """Workers of ``gpw`` GPUs that the largest node holds."""
+        slots = self._shape(view).slots
         got = slots.get(gpw)
         if got is None:
             got = slots[gpw] = _per_node(view, gpw)
