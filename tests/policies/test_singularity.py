@@ -16,8 +16,8 @@ from stint.model.job import Tier, divisor_counts
 from stint.model.sla import SlaTargets, attainment
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
-from stint.policies.base import ClusterView, PolicyBase
-from stint.policies.singularity import Singularity
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
+from stint.policies.singularity import Facts, Singularity
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.metrics import JobRecord, tier_summary
@@ -212,3 +212,26 @@ def test_what_it_keeps_between_passes_changes_no_decision() -> None:
     kept, rebuilt = ({r.job_id: r for r in recs} for recs in runs)
     assert kept == rebuilt
     assert sum(r.preemptions + r.resizes for r in kept.values()) > 0
+
+
+class Counting(Singularity):
+    """Counts the facts a run computes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.computed: list[str] = []
+
+    def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
+        self.computed.append(st.job_id)
+        return super()._facts(view, st)
+
+
+def test_a_pass_reads_running_jobs_only_when_a_waiting_job_does_not_fit() -> None:
+    # Four rigid 1-GPU jobs arrive one by one on 4 GPUs and each fits: every arrival's pass
+    # computes the newcomer's facts only (no victim order, no rule 7 without an elastic job),
+    # and the completions' passes, with nobody waiting, none.
+    pol = Counting()
+    jobs = [job(f"J{i}", i, 1, 100 + i, Tier.STANDARD) for i in range(4)]
+    res = Simulator(Cluster.uniform(1, 4), jobs, pol, ScalingModel(), CostModel.free()).run()
+    assert all(r.completed for r in res.records)
+    assert pol.computed == ["J0", "J1", "J2", "J3"]
