@@ -496,7 +496,7 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ quantities
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
-        c = self._const.get(st.job_id) or self._constants(view, st)
+        c = self._const.get(spec.job_id) or self._constants(view, st)
         target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
         left = spec.work - st.work_done_at(view.now)
         remaining = left / rate if rate > 0 else math.inf
