@@ -258,7 +258,7 @@ class Singularity(PolicyBase):
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
         self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
-        self._order: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
+        self._last_queue: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
         self._roster = Roster()
         self._cluster = Shape()
 
@@ -280,7 +280,7 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._const, self._roster, self._order = view.history, {}, {}, Roster(), []
+            self._history, self._moved, self._const, self._roster, self._last_queue = view.history, {}, {}, Roster(), []
         by_id = self._roster.sync(view)
         facts: dict[str, Facts] = {}  # this pass's of running jobs, computed on first need
 
@@ -296,7 +296,7 @@ class Singularity(PolicyBase):
         pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
         queued = sorted([self._facts(view, by_id[j]) for j in self._waiting_ids()], key=Facts.serve_key)
-        self._order = [f.job_id for f in queued]
+        self._last_queue = [f.job_id for f in queued]
         for w in queued:
             smallest = self._const[w.job_id].smallest
             if smallest > total:  # rule 1
@@ -328,7 +328,7 @@ class Singularity(PolicyBase):
         """The waiting jobs' ids, those of the last pass first in its serve order (so that the
         sort, whose result does not depend on its input's order, has little to do)."""
         waiting = self._roster.waiting
-        ids = [j for j in self._order if j in waiting]
+        ids = [j for j in self._last_queue if j in waiting]
         if len(ids) < len(waiting):
             known = set(ids)
             ids += [j for j in waiting if j not in known]
