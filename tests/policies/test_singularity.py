@@ -189,7 +189,8 @@ def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
 
 
 class Rebuilding(PolicyBase):
-    """Wraps a policy; hides ``by_id``, so that it rebuilds what it keeps of the jobs every pass."""
+    """Wraps a policy; hides ``by_id`` (so that it rebuilds what it keeps of the jobs at every
+    pass) and the ledger's free index (so that it places by scanning the nodes)."""
 
     def __init__(self, inner: Singularity) -> None:
         self.inner, self.name, self.tick_s, self.lazy_progress = inner, inner.name, inner.tick_s, True
@@ -198,13 +199,14 @@ class Rebuilding(PolicyBase):
         return self.inner.next_due()
 
     def plan(self, view: ClusterView) -> Plan:
-        return self.inner.plan(replace(view, by_id=None, stream=None))
+        return self.inner.plan(replace(view, by_id=None, stream=None, free_index=None))
 
 
 def test_what_it_keeps_between_passes_changes_no_decision() -> None:
-    # The active jobs by state (``Roster``) are kept from ``changed``: on a tiered elastic
-    # workload that shrinks, grows, preempts and time-slices, every job's record equals the one
-    # of a run where the policy rebuilds them at every pass.
+    # The active jobs by state (``Roster``) are kept from ``changed``, and a pass's first
+    # placement reads the ledger's free index: on a tiered elastic workload that shrinks, grows,
+    # preempts and time-slices, every job's record equals the one of a run where the policy
+    # rebuilds them at every pass and scans the nodes.
     trace = load("pollux:6", tiers=TierMix.parse("premium=0.1,standard=0.3,basic=0.6"))
     jobs = [replace(j, arrival_s=j.arrival_s / 4) for j in trace.jobs[:80]]  # four times the load
     runs = [Simulator(Cluster.uniform(4, 4), jobs, pol, trace.perf, CostModel()).run().records

@@ -69,6 +69,7 @@ from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
+from stint.placement.free_index import ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
@@ -339,7 +340,10 @@ class Singularity(PolicyBase):
         spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
         s = Staging(list(free), {}, {})
         n = spec.requested_workers
-        got = place(s.free, n, gpw)
+        # The pass has changed no GPU yet (nothing committed): the ledger's index of nodes by free
+        # GPUs answers as a scan of ``free`` would, without one.
+        index = view.free_index if not plan.allocations else None
+        got = place(ScratchFree(view.free_gpus, index) if index is not None else s.free, n, gpw)
         if got is not None and self._meets(view, w, got):
             return self._start(s, w, got, f"started on {n} workers")
         spread = got  # it fits, but too spread out to meet its target: reclaim for a better one
