@@ -51,11 +51,12 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
-pass: O(waiting log waiting + changed jobs) when every waiting job starts on free GPUs or waits
-without reclaiming (a job's constants are kept per id, the active jobs by state from ``changed``,
-the waiting ones sorted from the last pass's order); the running jobs' facts and victim order
-only when a waiting job does not fit, rule 7 only with GPUs free and an elastic job to grow:
-O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
+pass: O(waiting log waiting + changed jobs + nodes) when each waiting job starts on free GPUs or
+is skipped (a job's constants are kept per id, the active jobs by state from ``changed``, the
+waiting ones sorted from the last pass's order); the running jobs' facts and victim order are
+computed only for a waiting job that does not fit the free GPUs, rule 7 only with GPUs free and
+an elastic job to grow: O(jobs log jobs + waiting x running) in the worst case, bounded by
+``max_reclaims``.
 """
 
 from __future__ import annotations
