@@ -7,6 +7,8 @@ times are exact; the policy still charges its own ``restart_s`` (30 s) in its de
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from stint.model import Cluster, JobSpec, Plan
@@ -14,11 +16,12 @@ from stint.model.job import Tier, divisor_counts
 from stint.model.sla import SlaTargets, attainment
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
-from stint.policies.base import ClusterView, PolicyBase
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
+from stint.policies.singularity import Facts, Singularity
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.metrics import JobRecord, tier_summary
-from stint.sim.traces import TierMix
+from stint.sim.traces import TierMix, load
 
 
 def job(jid: str, arrival: float, gpus: int, seconds: float, tier: Tier,
@@ -183,3 +186,54 @@ def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
     r, _ = run([job("X", 0, 8, 10, Tier.PREMIUM), job("Y", 0, 4, 10, Tier.BASIC)])
     assert r["X"].rejected == "needs 8 GPUs at its smallest; the cluster has 4"
     assert r["Y"].completed and r["Y"].jct_s == 10
+
+
+class Rebuilding(PolicyBase):
+    """Wraps a policy; hides ``by_id`` (so that it rebuilds what it keeps of the jobs at every
+    pass) and the ledger's free index (so that it places by scanning the nodes)."""
+
+    def __init__(self, inner: Singularity) -> None:
+        self.inner, self.name, self.tick_s, self.lazy_progress = inner, inner.name, inner.tick_s, True
+
+    def next_due(self) -> float | None:
+        return self.inner.next_due()
+
+    def plan(self, view: ClusterView) -> Plan:
+        return self.inner.plan(replace(view, by_id=None, stream=None, free_index=None))
+
+
+def test_what_it_keeps_between_passes_changes_no_decision() -> None:
+    # The active jobs by state (``Roster``) are kept from ``changed``, and a pass's first
+    # placement reads the ledger's free index: on a tiered elastic workload that shrinks, grows,
+    # preempts and time-slices, every job's record equals the one of a run where the policy
+    # rebuilds them at every pass and scans the nodes.
+    trace = load("pollux:6", tiers=TierMix.parse("premium=0.1,standard=0.3,basic=0.6"))
+    jobs = [replace(j, arrival_s=j.arrival_s / 4) for j in trace.jobs[:80]]  # four times the load
+    runs = [Simulator(Cluster.uniform(4, 4), jobs, pol, trace.perf, CostModel()).run().records
+            for pol in (Singularity(), Rebuilding(Singularity()))]
+    kept, rebuilt = ({r.job_id: r for r in recs} for recs in runs)
+    assert kept == rebuilt
+    assert sum(r.preemptions + r.resizes for r in kept.values()) > 0
+
+
+class Counting(Singularity):
+    """Counts the facts a run computes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.computed: list[str] = []
+
+    def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
+        self.computed.append(st.job_id)
+        return super()._facts(view, st)
+
+
+def test_a_pass_reads_running_jobs_only_when_a_waiting_job_does_not_fit() -> None:
+    # Four rigid 1-GPU jobs arrive one by one on 4 GPUs and each fits: every arrival's pass
+    # computes the newcomer's facts only (no victim order, no rule 7 without an elastic job),
+    # and the completions' passes, with nobody waiting, none.
+    pol = Counting()
+    jobs = [job(f"J{i}", i, 1, 100 + i, Tier.STANDARD) for i in range(4)]
+    res = Simulator(Cluster.uniform(1, 4), jobs, pol, ScalingModel(), CostModel.free()).run()
+    assert all(r.completed for r in res.records)
+    assert pol.computed == ["J0", "J1", "J2", "J3"]

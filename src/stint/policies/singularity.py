@@ -51,19 +51,26 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
-pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
+pass: O(waiting log waiting + changed jobs + nodes) when each waiting job starts on free GPUs or
+is skipped (a job's constants are kept per id, the active jobs by state from ``changed``, the
+waiting ones sorted from the last pass's order); the running jobs' facts and victim order are
+computed only for a waiting job that does not fit the free GPUs, rule 7 only with GPUs free and
+an elastic job to grow: O(jobs log jobs + waiting x running) in the worst case, bounded by
+``max_reclaims``.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.cluster import Cluster
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
+from stint.placement.free_index import ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
@@ -71,9 +78,10 @@ from stint.policies.registry import register
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Facts:
-    """What the rules read of one job at one pass."""
+    """What the rules read of one job at one pass (read-only; not frozen, since a pass makes one
+    per waiting job and a frozen dataclass's ``__init__`` costs about five times as much)."""
 
     st: JobStatus
     job_id: str
@@ -108,6 +116,29 @@ class Facts:
         return self.victim
 
 
+@dataclass(frozen=True, slots=True)
+class Constants:
+    """What the rules read of a job that stays the same while it is active (kept per job id)."""
+
+    rank: int
+    target: float | None
+    rate_req: float  # work units/s at the requested size, packed on the fewest nodes
+    rate_top: float  # at its largest size
+    ideal_s: float  # its whole work at ``rate_req``
+    deadline_s: float | None  # the latest finish meeting its target (None: it has none)
+    smallest: int  # GPUs at its smallest size (rule 1)
+
+
+@dataclass(slots=True)
+class Shape:
+    """What a pass reads of the cluster: its GPUs, and per GPUs per worker the workers its largest
+    node holds (the packing of the SLA's requested rate)."""
+
+    cluster: Cluster | None = None
+    total_gpus: int = 0
+    slots: dict[int, int] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Staging:
     """Tentative changes for one waiting job: committed or discarded as a unit (rule 6)."""
@@ -123,25 +154,84 @@ class Staging:
         return sum(self.victims.values())
 
 
-@dataclass(slots=True)
-class Victims:
-    """One pass's running jobs in victim order (rule 3), those grown above their request, and
-    per tier the smallest request that reclaiming could not serve (later ones of the tier skip it)."""
+@dataclass(frozen=True, slots=True)
+class Order:
+    """Running jobs in victim order (rule 3), those grown above their request, and their ranks."""
 
     running: list[Facts]
     grown: list[Facts]
     ranks: list[int]
-    blocked: dict[int, float] = field(default_factory=dict)
 
     @staticmethod
-    def of(facts: Iterable[Facts]) -> Victims:
+    def of(facts: Iterable[Facts]) -> Order:
         running = sorted((f for f in facts if f.st.allocation), key=Facts.victim_key)
         grown = [f for f in running if f.st.allocation.num_workers > f.st.spec.requested_workers]
-        return Victims(running, grown, [f.rank for f in running])
+        return Order(running, grown, [f.rank for f in running])
+
+
+@dataclass(slots=True)
+class Victims:
+    """One pass's running jobs in victim order (rule 3), sorted on first need (a pass that starts
+    every waiting job on free GPUs needs none), and per tier the smallest request that reclaiming
+    could not serve (later ones of the tier skip it)."""
+
+    source: Callable[[], Iterable[Facts]]  # the running jobs' facts
+    blocked: dict[int, float] = field(default_factory=dict)
+    _order: Order | None = None
+
+    def order(self) -> Order:
+        if self._order is None:
+            self._order = Order.of(self.source())
+        return self._order
+
+    @property
+    def running(self) -> list[Facts]:
+        return self.order().running
+
+    @property
+    def grown(self) -> list[Facts]:
+        return self.order().grown
 
     def below(self, rank: int) -> int:
         """How many of ``running`` (lowest tier first) are of a tier below ``rank``."""
-        return bisect_left(self.ranks, rank)
+        return bisect_left(self.order().ranks, rank)
+
+
+@dataclass(slots=True)
+class Roster:
+    """The active jobs' ids by what a pass reads of them: waiting (no allocation), running, and
+    the running elastic ones (rule 7's candidates). Kept from ``ClusterView.changed`` when the
+    view promises it complete (``by_id`` set, same ``stream``), else rebuilt from ``view.jobs``."""
+
+    waiting: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    elastic: set[str] = field(default_factory=set)
+    stream: int | None = None
+
+    def sync(self, view: ClusterView) -> Mapping[str, JobStatus]:
+        """Bring the roster up to date with ``view``; the active jobs by id."""
+        by_id = view.by_id
+        if by_id is None or view.stream is None or view.stream != self.stream:
+            self.waiting, self.running, self.elastic, self.stream = set(), set(), set(), view.stream
+            for st in view.jobs:
+                self._file(st)
+            return by_id if by_id is not None else {st.job_id: st for st in view.jobs}
+        for jid in view.changed:
+            self.waiting.discard(jid)
+            self.running.discard(jid)
+            self.elastic.discard(jid)
+            found = by_id.get(jid)
+            if found is not None:
+                self._file(found)
+        return by_id
+
+    def _file(self, st: JobStatus) -> None:
+        if not st.allocation:
+            self.waiting.add(st.job_id)
+            return
+        self.running.add(st.job_id)
+        if st.spec.min_workers < st.spec.max_workers:
+            self.elastic.add(st.job_id)
 
 
 @register("singularity")
@@ -169,7 +259,10 @@ class Singularity(PolicyBase):
         self._history: int | None = None
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
-        self._req_rate: dict[str, tuple[float, float]] = {}  # job id -> rates at requested, largest size
+        self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
+        self._last_queue: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
+        self._roster = Roster()
+        self._cluster = Shape()
 
     def next_due(self) -> float | None:
         """When a tick could change the plan (``_next_due``); None: only events can."""
@@ -189,17 +282,25 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._req_rate = view.history, {}, {}
-        facts = {st.job_id: self._facts(view, st) for st in view.jobs}
+            self._history, self._moved, self._const, self._roster, self._last_queue = view.history, {}, {}, Roster(), []
+        by_id = self._roster.sync(view)
+        facts: dict[str, Facts] = {}  # this pass's of running jobs, computed on first need
+
+        def fact(jid: str) -> Facts:
+            f = facts.get(jid)
+            if f is None:
+                f = facts[jid] = self._facts(view, by_id[jid])
+            return f
+
         plan = Plan()
         free = list(view.free_gpus)
-        total = view.cluster.total_gpus
-        pool = Victims.of(facts.values())
+        total = self._shape(view).total_gpus
+        pool = Victims(lambda: [fact(j) for j in self._roster.running])
         reclaims, left = 0, sum(free)
-        queued = sorted((f for f in facts.values() if not f.st.allocation), key=Facts.serve_key)
+        queued = sorted([self._facts(view, by_id[j]) for j in self._waiting_ids()], key=Facts.serve_key)
+        self._last_queue = [f.job_id for f in queued]
         for w in queued:
-            spec = w.st.spec
-            smallest = spec.feasible_counts()[0] * spec.gpus_per_worker
+            smallest = self._const[w.job_id].smallest
             if smallest > total:  # rule 1
                 plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
                 continue
@@ -212,23 +313,38 @@ class Singularity(PolicyBase):
                 left = sum(free)
                 plan.allocations.update(staged.changes)
                 plan.explain.update(staged.reasons)
-        self._grow(view, facts, free, plan)
+        if left > 0 and (self._roster.elastic or any(f.job_id in plan.allocations for f in queued)):
+            self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations]
+                       + [f for f in queued if f.job_id in plan.allocations], free, plan)
         for jid in plan.allocations:
-            if facts[jid].st.allocation:
+            if by_id[jid].allocation:
                 self._moved[jid] = view.now
         for jid in view.changed:
-            if jid not in facts:
+            if jid not in by_id:
                 self._moved.pop(jid, None)
-                self._req_rate.pop(jid, None)
+                self._const.pop(jid, None)
         self._due = self._next_due(view, queued, plan, free)
         return plan
+
+    def _waiting_ids(self) -> list[str]:
+        """The waiting jobs' ids, those of the last pass first in its serve order (so that the
+        sort, whose result does not depend on its input's order, has little to do)."""
+        waiting = self._roster.waiting
+        ids = [j for j in self._last_queue if j in waiting]
+        if len(ids) < len(waiting):
+            known = set(ids)
+            ids += [j for j in waiting if j not in known]
+        return ids
 
     # ------------------------------------------------------------------------------ rules 2-6
     def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
         spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
         s = Staging(list(free), {}, {})
         n = spec.requested_workers
-        got = place(s.free, n, gpw)
+        # The pass has changed no GPU yet (nothing committed): the ledger's index of nodes by free
+        # GPUs answers as a scan of ``free`` would, without one.
+        index = view.free_index if not plan.allocations else None
+        got = place(ScratchFree(view.free_gpus, index) if index is not None else s.free, n, gpw)
         if got is not None and self._meets(view, w, got):
             return self._start(s, w, got, f"started on {n} workers")
         spread = got  # it fits, but too spread out to meet its target: reclaim for a better one
@@ -352,11 +468,12 @@ class Singularity(PolicyBase):
         return s.cost_gpus == 0 or gain > self.restart_s * s.cost_gpus or w.slack_s < self.urgent_s
 
     # ------------------------------------------------------------------------------ rule 7
-    def _grow(self, view: ClusterView, facts: Mapping[str, Facts], free: list[int], plan: Plan) -> None:
+    def _grow(self, view: ClusterView, candidates: Iterable[Facts], free: list[int], plan: Plan) -> None:
+        """Rule 7 over ``candidates``: running jobs this plan leaves alone and jobs it starts."""
         def now_holds(f: Facts) -> Allocation:  # a job this plan starts grows from its start
             return plan.allocations.get(f.job_id, EMPTY) if not f.st.allocation else f.st.allocation
 
-        for f in sorted((f for f in facts.values() if f.st.spec.min_workers < f.st.spec.max_workers
+        for f in sorted((f for f in candidates if f.st.spec.min_workers < f.st.spec.max_workers
                          and (f.job_id not in plan.allocations) == bool(f.st.allocation)
                          and 0 < now_holds(f).num_workers < f.st.spec.max_workers), key=Facts.serve_key):
             if sum(free) <= 0:
@@ -384,24 +501,45 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ quantities
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
-        target = self.sla.of(spec.tier)
-        rates = self._req_rate.get(st.job_id)
-        if rates is None:
-            per_node = _per_node(view, spec.gpus_per_worker)
-            rates = self._req_rate[st.job_id] = (
-                view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node)),
-                view.perf.rate(spec, _packed_alloc(spec.feasible_counts()[-1], per_node)))
-        rate, top = rates
+        c = self._const.get(spec.job_id) or self._constants(view, st)
+        target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
         left = spec.work - st.work_done_at(view.now)
         remaining = left / rate if rate > 0 else math.inf
-        ideal = spec.work / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
-        if target is not None:
-            due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) - view.now - self.restart_s
+        if c.deadline_s is not None:
+            due = c.deadline_s - view.now - self.restart_s
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
-        return Facts.of(st, RANK[spec.tier], target, rate, remaining, slack, proj - (target or 0.0), late)
+        return Facts.of(st, c.rank, target, rate, remaining, slack, proj - (target or 0.0), late)
+
+    def _constants(self, view: ClusterView, st: JobStatus) -> Constants:
+        """A job's constants, computed when it is first seen."""
+        spec = st.spec
+        target = self.sla.of(spec.tier)
+        per_node = self._per_node(view, spec.gpus_per_worker)
+        counts = spec.feasible_counts()
+        rate = view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node))
+        top = view.perf.rate(spec, _packed_alloc(counts[-1], per_node))
+        ideal = spec.work / rate if rate > 0 else math.inf
+        due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
+        c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
+                                               counts[0] * spec.gpus_per_worker)
+        return c
+
+    def _shape(self, view: ClusterView) -> Shape:
+        """What the pass reads of the cluster, found once per cluster (a ``Cluster`` is immutable)."""
+        if self._cluster.cluster is not view.cluster:
+            self._cluster = Shape(view.cluster, view.cluster.total_gpus)
+        return self._cluster
+
+    def _per_node(self, view: ClusterView, gpw: int) -> int:
+        """Workers of ``gpw`` GPUs that the largest node holds."""
+        slots = self._shape(view).slots
+        got = slots.get(gpw)
+        if got is None:
+            got = slots[gpw] = _per_node(view, gpw)
+        return got
 
     def _meets(self, view: ClusterView, w: Facts, got: dict[int, int]) -> bool:
         """Rule 2: a placement meets the job's target (its spread may slow it; none: any does)."""
