@@ -7,6 +7,8 @@ times are exact; the policy still charges its own ``restart_s`` (30 s) in its de
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from stint.model import Cluster, JobSpec, Plan
@@ -14,7 +16,8 @@ from stint.model.job import Tier, divisor_counts
 from stint.model.sla import SlaTargets, attainment
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
-from stint.policies.base import ClusterView, PolicyBase
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
+from stint.policies.singularity import Facts, drain_s
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.metrics import JobRecord, tier_summary
@@ -183,3 +186,37 @@ def test_only_a_job_larger_than_the_cluster_is_rejected() -> None:
     r, _ = run([job("X", 0, 8, 10, Tier.PREMIUM), job("Y", 0, 4, 10, Tier.BASIC)])
     assert r["X"].rejected == "needs 8 GPUs at its smallest; the cluster has 4"
     assert r["Y"].completed and r["Y"].jct_s == 10
+
+
+def test_a_critical_basic_job_starts_before_shorter_ones() -> None:
+    # X (premium, 4 GPUs) holds the node 0-100. L (basic, 1 GPU, 1000 s) comes at 10, twelve
+    # 1-GPU jobs of 100 s at 20. At 100 their projected attainments are L 1000 / (100 + 30 +
+    # 1000 - 10 - 60) = 0.94 and S 100 / (100 + 30 + 100 - 20 - 60) = 0.67, but the drain time
+    # is (1000 + 12 x 100) / 4 = 550 s < L's 1000: L is critical (rule 8) and starts first, the
+    # twelve run three at a time beside it, and the last job ends at 1100, not 400 + 1000.
+    jobs = [job("X", 0, 4, 100, Tier.PREMIUM), job("L", 10, 1, 1000, Tier.BASIC)]
+    jobs += [job(f"S{i:02d}", 20, 1, 100, Tier.BASIC) for i in range(12)]
+    r, _ = run(jobs)
+    assert r["L"].first_start_s == 100 and max(x.finish_s for x in r.values()) == 1100
+
+
+def test_a_critical_basic_job_preempts_basic_ones_that_are_not() -> None:
+    # Four 1-GPU basic jobs of 500 s fill the node at 0. L (basic, 2 GPUs, 2000 s) at 10: drain
+    # time (4 x 490 + 2 x 2000) / 4 = 1490 s < 2000, so L is critical and preempts two of them
+    # (equal surplus: job id), which resume at 500 when the other two end. L ends at 2010, not
+    # at 2500 as when it waited (rule 3 without rule 8: basic never takes from basic).
+    jobs = [job(f"S{i}", 0, 1, 500, Tier.BASIC) for i in range(4)] + [job("L", 10, 2, 2000, Tier.BASIC)]
+    r, pol = run(jobs)
+    assert (r["L"].first_start_s, r["L"].finish_s) == (10, 2010)
+    assert [r[f"S{i}"].preemptions for i in range(4)] == [1, 1, 0, 0]
+    assert (10.0, "S0", "preempted for basic job L") in pol.explained
+
+
+def test_the_drain_time_counts_every_job_over_the_gpus_up() -> None:
+    # Remaining GPU-seconds at the requested size over the GPUs of the nodes up: (2 x 100 +
+    # 1 x 50) / (8 - 4) = 62.5 s with one of two 4-GPU nodes down.
+    cluster = Cluster.uniform(2, 4)
+    a, b = JobStatus(job("A", 0, 2, 100, Tier.BASIC)), JobStatus(job("B", 0, 1, 50, Tier.BASIC))
+    view = ClusterView(0.0, cluster, [a, b], [0, 4], ScalingModel(), down_nodes=frozenset({0}))
+    facts = [Facts.of(a, 0, None, 1.0, 100.0, math.inf, 1.0, False), Facts.of(b, 0, None, 1.0, 50.0, math.inf, 1.0, False)]
+    assert drain_s(view, facts) == 62.5
