@@ -18,9 +18,9 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
    their target (at their largest size, after one restart) before those that cannot; (c) among
    those that can, less slack first (earliest deadline); among the others and basic jobs, the
-   critical ones (rule 8) first, longest remaining first, then the lowest projected attainment
-   first (highest response ratio: a short job that waited long goes before a long one that just
-   came, and no job waits for ever); (d) earlier arrival; (e) job id.
+   critical ones (rule 8) first, the longest remaining first, then the lowest projected
+   attainment first (highest response ratio: a short job that waited long goes before a long
+   one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
    Each takes, at its requested size (placement consolidated): free GPUs, where its projected
    attainment on that placement meets its target (a job spread over more nodes runs slower);
    else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
@@ -35,7 +35,8 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    In (b) and (d), a waiting job that has a target and can still meet it also takes from jobs of
    its own tier that are less urgent (earliest deadline first, with preemption): a job of its tier
    whose slack after the action still exceeds the waiting job's slack by ``min_hold_s``; a
-   critical waiting job (rule 8) takes from the jobs of its tier that are not critical.
+   critical waiting job without a target it can meet (rule 8) takes from the jobs of its tier
+   that are not critical.
    Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier,
    jobs not critical before critical ones (rule 8), then the largest surplus (furthest above its
    SLA) first, among critical ones the shortest remaining first; (iii) the latest arrival; (iv)
@@ -55,13 +56,17 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 7. No idle GPU: GPUs still free go to running elastic jobs, served in rule 2's order, each grown
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
-8. No idle GPU later either: a job without a target it can still meet (basic, or late) whose
-   remaining ideal time r exceeds the drain time D is *critical*: the work present cannot all be
-   done before it is, so every second it waits is a second added to the last completion, during
-   which the GPUs the others have left stand idle. Critical jobs go first among their peers
-   (rule 2 (c)), take GPUs from the jobs of their tier that are not critical (rule 3), and are
-   the last victims of their tier (rule 3 (ii)). A critical job never takes from another, and a
-   job only becomes critical as D falls to its r, so no two jobs trade GPUs back and forth.
+8. No idle GPU later either: a job whose remaining ideal time r exceeds the drain time D is
+   *critical*: the work present cannot all be done before it is, so every second it waits is a
+   second added to the last completion, during which the GPUs the others have left stand idle.
+   Critical jobs are the last victims of their tier (rule 3 (ii)). Those without a target they
+   can still meet (basic, or late) also go first among their peers (rule 2 (c)) and take GPUs
+   from the jobs of their tier that are not critical (rule 3; rule 4 still guards a tiered
+   victim's slack); a job on time keeps its earliest-deadline place, since the SLAs come first
+   (serving a long on-time job ahead of urgent ones of its tier only has them preempt it back).
+   A critical job never takes from another, and a job only becomes critical as D falls to its
+   r, so no two jobs trade GPUs back and forth. Tiers come first: a critical job takes nothing
+   from a higher tier, and is served after it.
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
 pass: O(jobs log jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
 """
@@ -97,7 +102,7 @@ class Facts:
     surplus: float
     late: bool = False  # it cannot meet its target even at its largest size from now
     on_time: bool = False  # it has a target and can still meet it (rule 2 (b))
-    critical: bool = False  # not on time, and its remaining ideal time exceeds the drain time (rule 8)
+    critical: bool = False  # its remaining ideal time exceeds the drain time (rule 8)
     serve: tuple[int, bool, bool, float, float, str] = (0, False, False, 0.0, 0.0, "")  # serve_key()
     victim: tuple[int, bool, float, float, str] = (0, False, 0.0, 0.0, "")  # victim_key()
 
@@ -106,11 +111,11 @@ class Facts:
            slack_s: float, surplus: float, late: bool, critical: bool = False) -> Facts:
         """The facts with their orderings computed once (a pass sorts by them)."""
         on_time = target is not None and not late
-        critical = critical and not on_time
         jid, arrival = st.job_id, st.spec.arrival_s
-        order = -remaining_s if critical else slack_s if on_time else surplus
+        leads = critical and not on_time
+        order = slack_s if on_time else -remaining_s if leads else surplus
         return Facts(st, jid, rank, target, rate_req, remaining_s, slack_s, surplus, late, on_time, critical,
-                     (-rank, not on_time, not critical, order, arrival, jid),
+                     (-rank, not on_time, not leads, order, arrival, jid),
                      (rank, critical, remaining_s if critical else -surplus, -arrival, jid))
 
     def as_critical(self) -> Facts:
@@ -118,10 +123,16 @@ class Facts:
         return Facts.of(self.st, self.rank, self.target, self.rate_req, self.remaining_s, self.slack_s,
                         self.surplus, self.late, critical=True)
 
+    @property
+    def leads(self) -> bool:
+        """Rule 8: critical without a target it can still meet (basic, or late): served first
+        among its peers, and takes GPUs from the jobs of its tier that are not critical."""
+        return self.critical and not self.on_time
+
     def serve_key(self) -> tuple[int, bool, bool, float, float, str]:
-        """Rules 2 and 7: higher tier, can still meet its target, critical (rule 8), less slack
-        (those on time), longest remaining (critical ones) or lower projected attainment (the
-        others), earlier arrival, job id."""
+        """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can),
+        critical first (rule 8) and the longest remaining (the others), lower projected
+        attainment (the others not critical), earlier arrival, job id."""
         return self.serve
 
     def victim_key(self) -> tuple[int, bool, float, float, str]:
@@ -221,7 +232,7 @@ class Singularity(PolicyBase):
         facts = {st.job_id: self._facts(view, st) for st in view.jobs}
         drain = drain_s(view, facts.values())
         for jid, f in facts.items():
-            if f.remaining_s > drain and not f.on_time:  # rule 8
+            if f.remaining_s > drain:  # rule 8
                 facts[jid] = f.as_critical()
         plan = Plan()
         free = list(view.free_gpus)
@@ -272,9 +283,9 @@ class Singularity(PolicyBase):
         lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
         if spread is None and sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
-        if w.on_time or w.critical:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
+        if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
             lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations
-                     and not (w.critical and v.critical)]
+                     and not (w.leads and v.critical)]
         steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
                  ("shrink", lower), ("time-slice", []), ("preempt", lower))
         for step, victims in steps:
@@ -311,7 +322,7 @@ class Singularity(PolicyBase):
             if n <= spec.requested_workers or to <= 0:
                 return False
         else:
-            if v.rank > w.rank or (v.rank == w.rank and not (w.on_time or w.critical and not v.critical)) \
+            if v.rank > w.rank or (v.rank == w.rank and not (w.on_time or w.leads and not v.critical)) \
                     or self._held(v, view.now):
                 return False
             if step == "shrink":
