@@ -220,3 +220,13 @@ def test_the_drain_time_counts_every_job_over_the_gpus_up() -> None:
     view = ClusterView(0.0, cluster, [a, b], [0, 4], ScalingModel(), down_nodes=frozenset({0}))
     facts = [Facts.of(a, 0, None, 1.0, 100.0, math.inf, 1.0, False), Facts.of(b, 0, None, 1.0, 50.0, math.inf, 1.0, False)]
     assert drain_s(view, facts) == 62.5
+
+
+def test_a_time_sliced_job_takes_the_measured_overhead_longer() -> None:
+    # P (premium, 2 GPUs) holds half the node from 0 to 5000. W (basic, requests 4 of counts
+    # 1, 2, 4) at 1 finds 2 GPUs free and no lower tier to take from: it starts time-sliced on
+    # 2 workers (rule 3 (c)), at half its rate less the SDK's 1.4 %: 1000 s of work take
+    # 2 x 1000 x 1.014 = 2028 s, so it ends at 2029 (2001 at the ideal rate).
+    r, pol = run([job("P", 0, 2, 5000, Tier.PREMIUM), job("W", 1, 4, 1000, Tier.BASIC, lo=1, hi=4)])
+    assert r["W"].finish_s == pytest.approx(2029.0)
+    assert (1.0, "W", "started time-sliced on 2 of 4 workers") in pol.explained
