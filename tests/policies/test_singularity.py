@@ -230,3 +230,15 @@ def test_a_time_sliced_job_takes_the_measured_overhead_longer() -> None:
     r, pol = run([job("P", 0, 2, 5000, Tier.PREMIUM), job("W", 1, 4, 1000, Tier.BASIC, lo=1, hi=4)])
     assert r["W"].finish_s == pytest.approx(2029.0)
     assert (1.0, "W", "started time-sliced on 2 of 4 workers") in pol.explained
+
+
+def test_a_critical_job_is_its_tier_s_last_victim() -> None:
+    # L (basic, 2 GPUs, 10000 s) and X (basic, 2 GPUs, 100 s) start at 0; S (basic, 2 GPUs,
+    # 200 s) arrives at 1 and starts at 100. P (premium, 2 GPUs) at 150 needs a victim. By
+    # surplus L (projected 10000 / (150 + 30 + 9850 - 60), capped at 1) would go before S
+    # (200 / (150 + 30 + 150 - 1 - 60) = 0.74), but L is critical (drain time (2 x 9850 + 2 x
+    # 150) / 4 = 5075 s < 9850), so S is preempted (rule 3 (ii)).
+    r, pol = run([job("L", 0, 2, 10000, Tier.BASIC), job("X", 0, 2, 100, Tier.BASIC),
+                  job("S", 1, 2, 200, Tier.BASIC), job("P", 150, 2, 100, Tier.PREMIUM)])
+    assert (r["L"].preemptions, r["S"].preemptions) == (0, 1)
+    assert (150.0, "S", "preempted for premium job P") in pol.explained
