@@ -12,6 +12,7 @@ utilization leaves the reserved GPU-hours out of its denominator.
 
     .venv/bin/python benchmarks/singularity_tiers.py                 # Philly first 3000 jobs + pollux:6
     .venv/bin/python benchmarks/singularity_tiers.py --limit 0       # the whole Philly trace (slow)
+    .venv/bin/python benchmarks/singularity_tiers.py --last 3        # + the 3 jobs that end last, per policy
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from stint.sim.metrics import JobRecord
 from stint.sim.reservation import Reservation
 from stint.sim.runner import SimConfig, run_all
 from stint.sim.traces import Filters, TierMix
@@ -32,7 +34,15 @@ POLICIES = ("fifo", "fifo-fixed", "srtf", "sjf", "drf", "tiresias", "optimus", "
 PHILLY_SKIPS = ("pollux", "fifo-fixed")
 
 
-def table(title: str, cfg: SimConfig) -> str:
+def last_jobs(records: list[JobRecord], n: int) -> list[str]:
+    """The ``n`` jobs that finish last (they set the makespan utilization is measured over)."""
+    day = 86400.0
+    return [f"  - {x.job_id} ({x.tier}, {x.gpus} GPUs): arrived {x.arrival_s / day:.2f} d, first start "
+            f"{(x.first_start_s or 0.0) / day:.2f} d, finished {x.finish_s / day:.2f} d, ideal {x.ideal_s / day:.2f} d, "
+            f"{x.preemptions} preemptions" for x in sorted(records, key=lambda x: (-x.finish_s, x.job_id))[:n]]
+
+
+def table(title: str, cfg: SimConfig, last: int = 0) -> str:
     t0 = time.process_time()
     trace, cluster, results = run_all(cfg)
     lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
@@ -57,6 +67,9 @@ def table(title: str, cfg: SimConfig) -> str:
                      f"| {s['preemptions'] / job_h:.4f} | {s['resizes'] / job_h:.4f} "
                      f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} | {cell('premium')} | {cell('standard')} "
                      f"| {cell('basic', met=False)} | {basic['completed']}/{basic['jobs']} |")
+    for name, r in results.items() if last else ():
+        lines += ["", f"{name}: makespan {r.summary()['makespan_s'] / 86400.0:.2f} d; last to finish:"]
+        lines += last_jobs(r.records, last)
     return "\n".join(lines)
 
 
@@ -70,6 +83,7 @@ def main() -> None:
     ap.add_argument("--reservations", default="peak=0.3,start=9,end=21;none",
                     help="';'-separated reservations to run each workload with ('none': without)")
     ap.add_argument("--workloads", default="philly,pollux:6", help="philly and/or pollux:N")
+    ap.add_argument("--last", type=int, default=0, help="also list the N jobs that finish last, per policy")
     args = ap.parse_args()
     mix = TierMix.parse(args.tiers)
     policies = tuple(p for p in args.policies.split(",") if p)
@@ -83,7 +97,7 @@ def main() -> None:
             cfg, title = SimConfig(trace=workload, policies=policies, seed=args.seed, tiers=mix), workload
         for text in args.reservations.split(";"):
             reservation = None if text == "none" else Reservation.parse(text, args.seed)
-            print(table(f"{title}, reservation {text}", replace(cfg, reservation=reservation)), flush=True)
+            print(table(f"{title}, reservation {text}", replace(cfg, reservation=reservation), args.last), flush=True)
             print()
 
 

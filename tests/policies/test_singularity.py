@@ -237,3 +237,56 @@ def test_a_pass_reads_running_jobs_only_when_a_waiting_job_does_not_fit() -> Non
     res = Simulator(Cluster.uniform(1, 4), jobs, pol, ScalingModel(), CostModel.free()).run()
     assert all(r.completed for r in res.records)
     assert pol.computed == ["J0", "J1", "J2", "J3"]
+def test_a_critical_basic_job_starts_before_shorter_ones() -> None:
+    # X (premium, 4 GPUs) holds the node 0-100. L (basic, 1 GPU, 1000 s) comes at 10, twelve
+    # 1-GPU jobs of 100 s at 20. At 100 their projected attainments are L 1000 / (100 + 30 +
+    # 1000 - 10 - 60) = 0.94 and S 100 / (100 + 30 + 100 - 20 - 60) = 0.67, but the drain time
+    # is (1000 + 12 x 100) / 4 = 550 s < L's 1000: L is critical (rule 8) and starts first, the
+    # twelve run three at a time beside it, and the last job ends at 1100, not 400 + 1000.
+    jobs = [job("X", 0, 4, 100, Tier.PREMIUM), job("L", 10, 1, 1000, Tier.BASIC)]
+    jobs += [job(f"S{i:02d}", 20, 1, 100, Tier.BASIC) for i in range(12)]
+    r, _ = run(jobs)
+    assert r["L"].first_start_s == 100 and max(x.finish_s for x in r.values()) == 1100
+
+
+def test_a_critical_basic_job_preempts_basic_ones_that_are_not() -> None:
+    # Four 1-GPU basic jobs of 500 s fill the node at 0. L (basic, 2 GPUs, 2000 s) at 10: drain
+    # time (4 x 490 + 2 x 2000) / 4 = 1490 s < 2000, so L is critical and preempts two of them
+    # (equal surplus: job id), which resume at 500 when the other two end. L ends at 2010, not
+    # at 2500 as when it waited (rule 3 without rule 8: basic never takes from basic).
+    jobs = [job(f"S{i}", 0, 1, 500, Tier.BASIC) for i in range(4)] + [job("L", 10, 2, 2000, Tier.BASIC)]
+    r, pol = run(jobs)
+    assert (r["L"].first_start_s, r["L"].finish_s) == (10, 2010)
+    assert [r[f"S{i}"].preemptions for i in range(4)] == [1, 1, 0, 0]
+    assert (10.0, "S0", "preempted for basic job L") in pol.explained
+
+
+def test_the_drain_time_counts_every_job_over_the_gpus_up() -> None:
+    # Remaining GPU-seconds at the requested size over the GPUs of the nodes up: (2 x 100 +
+    # 1 x 50) / (8 - 4) = 62.5 s with one of two 4-GPU nodes down.
+    cluster = Cluster.uniform(2, 4)
+    a, b = JobStatus(job("A", 0, 2, 100, Tier.BASIC)), JobStatus(job("B", 0, 1, 50, Tier.BASIC))
+    view = ClusterView(0.0, cluster, [a, b], [0, 4], ScalingModel(), down_nodes=frozenset({0}))
+    assert Singularity()._drain(view, {"A": a, "B": b}) == 62.5
+
+
+def test_a_time_sliced_job_takes_the_measured_overhead_longer() -> None:
+    # P (premium, 2 GPUs) holds half the node from 0 to 5000. W (basic, requests 4 of counts
+    # 1, 2, 4) at 1 finds 2 GPUs free and no lower tier to take from: it starts time-sliced on
+    # 2 workers (rule 3 (c)), at half its rate less the SDK's 1.4 %: 1000 s of work take
+    # 2 x 1000 x 1.014 = 2028 s, so it ends at 2029 (2001 at the ideal rate).
+    r, pol = run([job("P", 0, 2, 5000, Tier.PREMIUM), job("W", 1, 4, 1000, Tier.BASIC, lo=1, hi=4)])
+    assert r["W"].finish_s == pytest.approx(2029.0)
+    assert (1.0, "W", "started time-sliced on 2 of 4 workers") in pol.explained
+
+
+def test_a_critical_job_is_its_tier_s_last_victim() -> None:
+    # L (basic, 2 GPUs, 10000 s) and X (basic, 2 GPUs, 100 s) start at 0; S (basic, 2 GPUs,
+    # 200 s) arrives at 1 and starts at 100. P (premium, 2 GPUs) at 150 needs a victim. By
+    # surplus L (projected 10000 / (150 + 30 + 9850 - 60), capped at 1) would go before S
+    # (200 / (150 + 30 + 150 - 1 - 60) = 0.74), but L is critical (drain time (2 x 9850 + 2 x
+    # 150) / 4 = 5075 s < 9850), so S is preempted (rule 3 (ii)).
+    r, pol = run([job("L", 0, 2, 10000, Tier.BASIC), job("X", 0, 2, 100, Tier.BASIC),
+                  job("S", 1, 2, 200, Tier.BASIC), job("P", 150, 2, 100, Tier.PREMIUM)])
+    assert (r["L"].preemptions, r["S"].preemptions) == (0, 1)
+    assert (150.0, "S", "preempted for premium job P") in pol.explained

@@ -9,7 +9,8 @@ size, packed on the fewest nodes); its remaining ideal time r = remaining work /
 *projected attainment* if it ran at rate x from now after one restart,
 ``attainment(ideal, now + restart_s + remaining/x - arrival)``; its *surplus* = projected
 attainment at ρ minus τ (τ = 0 for basic); its *slack* = the latest finish meeting τ minus
-(now + restart_s + r) (infinite for basic).
+(now + restart_s + r) (infinite for basic). Of the cluster: the *drain time* D = the remaining
+GPU-seconds of every active job at its requested size / the GPUs up now (``_drain``).
 
 Rules, applied in this order at every pass (arrivals, completions, node changes, ticks):
 1. Admission: every job is admitted; one too big for the whole cluster at its smallest size is
@@ -17,8 +18,9 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 2. Waiting jobs are served in this order: (a) higher tier first; (b) jobs that can still meet
    their target (at their largest size, after one restart) before those that cannot; (c) among
    those that can, less slack first (earliest deadline); among the others and basic jobs, the
-   lowest projected attainment first (highest response ratio: a short job that waited long goes
-   before a long one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
+   critical ones (rule 8) first, the longest remaining first, then the lowest projected
+   attainment first (highest response ratio: a short job that waited long goes before a long
+   one that just came, and no job waits for ever); (d) earlier arrival; (e) job id.
    Each takes, at its requested size (placement consolidated): free GPUs, where its projected
    attainment on that placement meets its target (a job spread over more nodes runs slower);
    else, if free GPUs suffice but are fragmented, a migration of one running job (rule 5); else
@@ -32,9 +34,13 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    projected attainment there still meets its target; (d) *preempt* jobs of a strictly lower tier.
    In (b) and (d), a waiting job that has a target and can still meet it also takes from jobs of
    its own tier that are less urgent (earliest deadline first, with preemption): a job of its tier
-   whose slack after the action still exceeds the waiting job's slack by ``min_hold_s``.
-   Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier, the
-   largest surplus (furthest above its SLA) first; (iii) the latest arrival; (iv) job id.
+   whose slack after the action still exceeds the waiting job's slack by ``min_hold_s``; a
+   critical waiting job without a target it can meet (rule 8) takes from the jobs of its tier
+   that are not critical.
+   Victims in (a), (b), (d) are taken in this order: (i) lowest tier first; (ii) within a tier,
+   jobs not critical before critical ones (rule 8), then the largest surplus (furthest above its
+   SLA) first, among critical ones the shortest remaining first; (iii) the latest arrival; (iv)
+   job id.
 4. A premium or standard victim is touched only if its slack stays positive after the action: a
    shrink costs it restart_s plus the slower rate on its remaining work; a preemption costs it
    restart_s plus ``min_hold_s`` (the shortest it will be away). Hysteresis: a job this policy
@@ -50,12 +56,27 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
 7. No idle GPU: GPUs still free go to running elastic jobs, served in rule 2's order, each grown
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
+8. No idle GPU later either: a job whose remaining ideal time r exceeds the drain time D is
+   *critical*: the work present cannot all be done before it is, so every second it waits is a
+   second added to the last completion, during which the GPUs the others have left stand idle.
+   Critical jobs are the last victims of their tier (rule 3 (ii)). Those without a target they
+   can still meet (basic, or late) also go first among their peers (rule 2 (c)) and take GPUs
+   from the jobs of their tier that are not critical (rule 3; rule 4 still guards a tiered
+   victim's slack); a job on time keeps its earliest-deadline place, since the SLAs come first
+   (serving a long on-time job ahead of urgent ones of its tier only has them preempt it back).
+   A critical job never takes from another, and a job only becomes critical as D falls to its
+   r, so no two jobs trade GPUs back and forth. Tiers come first: a critical job takes nothing
+   from a higher tier, and is served after it. D is evaluated in a pass where jobs contend: the
+   waiting jobs ask for more GPUs than are free, a reclaim turns out to be needed, or an elastic
+   job could grow; a pass whose waiting jobs all start on free GPUs is planned without it (it
+   would change only which free GPUs each takes).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
 pass: O(waiting log waiting + changed jobs + nodes) when each waiting job starts on free GPUs or
 is skipped (a job's constants are kept per id, the active jobs by state from ``changed``, the
 waiting ones sorted from the last pass's order); the running jobs' facts and victim order are
 computed only for a waiting job that does not fit the free GPUs, rule 7 only with GPUs free and
-an elastic job to grow: O(jobs log jobs + waiting x running) in the worst case, bounded by
+an elastic job to grow, and rule 8's drain time (a walk over the active jobs) only under
+contention: O(jobs log jobs + waiting x running) in the worst case, bounded by
 ``max_reclaims``.
 """
 
@@ -93,26 +114,42 @@ class Facts:
     surplus: float
     late: bool = False  # it cannot meet its target even at its largest size from now
     on_time: bool = False  # it has a target and can still meet it (rule 2 (b))
-    serve: tuple[int, bool, float, float, str] = (0, False, 0.0, 0.0, "")  # serve_key()
-    victim: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # victim_key()
+    critical: bool = False  # its remaining ideal time exceeds the drain time (rule 8)
+    serve: tuple[int, bool, bool, float, float, str] = (0, False, False, 0.0, 0.0, "")  # serve_key()
+    victim: tuple[int, bool, float, float, str] = (0, False, 0.0, 0.0, "")  # victim_key()
 
     @staticmethod
     def of(st: JobStatus, rank: int, target: float | None, rate_req: float, remaining_s: float,
-           slack_s: float, surplus: float, late: bool) -> Facts:
+           slack_s: float, surplus: float, late: bool, critical: bool = False) -> Facts:
         """The facts with their orderings computed once (a pass sorts by them)."""
         on_time = target is not None and not late
         jid, arrival = st.job_id, st.spec.arrival_s
-        return Facts(st, jid, rank, target, rate_req, remaining_s, slack_s, surplus, late, on_time,
-                     (-rank, not on_time, slack_s if on_time else surplus, arrival, jid),
-                     (rank, -surplus, -arrival, jid))
+        leads = critical and not on_time
+        order = slack_s if on_time else -remaining_s if leads else surplus
+        return Facts(st, jid, rank, target, rate_req, remaining_s, slack_s, surplus, late, on_time, critical,
+                     (-rank, not on_time, not leads, order, arrival, jid),
+                     (rank, critical, remaining_s if critical else -surplus, -arrival, jid))
 
-    def serve_key(self) -> tuple[int, bool, float, float, str]:
-        """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can)
-        or lower projected attainment (the others), earlier arrival, job id."""
+    def as_critical(self) -> Facts:
+        """These facts with the job critical (rule 8): its orderings recomputed."""
+        return Facts.of(self.st, self.rank, self.target, self.rate_req, self.remaining_s, self.slack_s,
+                        self.surplus, self.late, critical=True)
+
+    @property
+    def leads(self) -> bool:
+        """Rule 8: critical without a target it can still meet (basic, or late): served first
+        among its peers, and takes GPUs from the jobs of its tier that are not critical."""
+        return self.critical and not self.on_time
+
+    def serve_key(self) -> tuple[int, bool, bool, float, float, str]:
+        """Rules 2 and 7: higher tier, can still meet its target, less slack (those that can),
+        critical first (rule 8) and the longest remaining (the others), lower projected
+        attainment (the others not critical), earlier arrival, job id."""
         return self.serve
 
-    def victim_key(self) -> tuple[int, float, float, str]:
-        """Rule 3 (i)-(iv): lowest tier, largest surplus, latest arrival, job id."""
+    def victim_key(self) -> tuple[int, bool, float, float, str]:
+        """Rule 3 (i)-(iv): lowest tier, not critical before critical (rule 8), largest surplus
+        (shortest remaining among critical ones), latest arrival, job id."""
         return self.victim
 
 
@@ -268,15 +305,21 @@ class Singularity(PolicyBase):
         """When a tick could change the plan (``_next_due``); None: only events can."""
         return self._due
 
-    def _next_due(self, view: ClusterView, queued: list[Facts], plan: Plan, free: list[int]) -> float | None:
-        """Time alone changes a decision only when a hold expires (rule 4) or a waiting job's
-        slack falls under ``urgent_s`` (rule 6), and only while a job waits or GPUs are idle."""
+    def _next_due(self, view: ClusterView, queued: list[Facts], plan: Plan, free: list[int],
+                  drain: float) -> float | None:
+        """Time alone changes a decision only when a hold expires (rule 4), a waiting job's
+        slack falls under ``urgent_s`` (rule 6) or the drain time could fall under a waiting job's
+        remaining time (rule 8: at the soonest, the drain time less it from now), and only while
+        a job waits or GPUs are idle."""
         waiting = [f for f in queued if f.job_id not in plan.allocations and f.job_id not in plan.reject]
         if not waiting and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
         times += [view.now + f.slack_s - self.urgent_s for f in waiting
                   if math.isfinite(f.slack_s) and f.slack_s > self.urgent_s]
+        longest = max((f.remaining_s for f in waiting if not f.on_time and not f.critical), default=0.0)
+        if 0.0 < longest < drain < math.inf:
+            times.append(view.now + drain - longest)
         return min(times, default=None)
 
     # ------------------------------------------------------------------------------ the pass
@@ -284,20 +327,50 @@ class Singularity(PolicyBase):
         if view.history is None or view.history != self._history:  # another run's jobs
             self._history, self._moved, self._const, self._roster, self._last_queue = view.history, {}, {}, Roster(), []
         by_id = self._roster.sync(view)
+        waiting = self._waiting_ids()
+        # Rule 8's drain time costs a walk over every active job, and decides something only when
+        # jobs contend for GPUs: a pass whose waiting jobs all start on free GPUs, with no elastic
+        # job to grow, is planned without it (it could change only which free GPUs each takes),
+        # and planned again with it if a reclaim turns out to be needed after all.
+        drain: float | None = None
+        if self._roster.elastic or self._contended(view, by_id, waiting):
+            drain = self._drain(view, by_id)
+        plan, queued, free, calm = self._pass(view, by_id, waiting, drain)
+        if not calm and drain is None:
+            drain = self._drain(view, by_id)
+            plan, queued, free, _ = self._pass(view, by_id, waiting, drain)
+        for jid in plan.allocations:
+            if by_id[jid].allocation:
+                self._moved[jid] = view.now
+        for jid in view.changed:
+            if jid not in by_id:
+                self._moved.pop(jid, None)
+                self._const.pop(jid, None)
+        self._due = self._next_due(view, queued, plan, free, math.inf if drain is None else drain)
+        return plan
+
+    def _pass(self, view: ClusterView, by_id: Mapping[str, JobStatus], waiting: list[str],
+              drain: float | None) -> tuple[Plan, list[Facts], list[int], bool]:
+        """Rules 1-8 over the waiting jobs (``drain``: rule 8's drain time; None: not
+        evaluated). Returns the plan, the waiting jobs' facts in serve order, the GPUs left free,
+        and whether the pass was calm: every waiting job started or rejected, nothing reclaimed."""
         facts: dict[str, Facts] = {}  # this pass's of running jobs, computed on first need
+
+        def judged(f: Facts) -> Facts:
+            return f.as_critical() if drain is not None and f.remaining_s > drain else f  # rule 8
 
         def fact(jid: str) -> Facts:
             f = facts.get(jid)
             if f is None:
-                f = facts[jid] = self._facts(view, by_id[jid])
+                f = facts[jid] = judged(self._facts(view, by_id[jid]))
             return f
 
         plan = Plan()
         free = list(view.free_gpus)
         total = self._shape(view).total_gpus
         pool = Victims(lambda: [fact(j) for j in self._roster.running])
-        reclaims, left = 0, sum(free)
-        queued = sorted([self._facts(view, by_id[j]) for j in self._waiting_ids()], key=Facts.serve_key)
+        reclaims, left, calm = 0, sum(free), True
+        queued = sorted([judged(self._facts(view, by_id[j])) for j in waiting], key=Facts.serve_key)
         self._last_queue = [f.job_id for f in queued]
         for w in queued:
             smallest = self._const[w.job_id].smallest
@@ -305,9 +378,11 @@ class Singularity(PolicyBase):
                 plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
                 continue
             if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(w.rank, math.inf)):
+                calm = False
                 continue  # nothing free for it and reclaiming could not serve a job as small
             staged = self._admit(view, w, free, pool, plan)
             reclaims += staged.cost_gpus > 0
+            calm = calm and staged.cost_gpus == 0 and w.job_id in staged.changes
             if w.job_id in staged.changes:  # commit
                 free[:] = staged.free
                 left = sum(free)
@@ -316,15 +391,32 @@ class Singularity(PolicyBase):
         if left > 0 and (self._roster.elastic or any(f.job_id in plan.allocations for f in queued)):
             self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations]
                        + [f for f in queued if f.job_id in plan.allocations], free, plan)
-        for jid in plan.allocations:
-            if by_id[jid].allocation:
-                self._moved[jid] = view.now
-        for jid in view.changed:
-            if jid not in by_id:
-                self._moved.pop(jid, None)
-                self._const.pop(jid, None)
-        self._due = self._next_due(view, queued, plan, free)
-        return plan
+        return plan, queued, free, calm
+
+    def _contended(self, view: ClusterView, by_id: Mapping[str, JobStatus], waiting: list[str]) -> bool:
+        """Whether the waiting jobs at their requested sizes ask for more GPUs than are free."""
+        free = sum(view.free_gpus)
+        asked = 0
+        for j in waiting:
+            spec = by_id[j].spec
+            asked += spec.requested_workers * spec.gpus_per_worker
+            if asked > free:
+                return True
+        return False
+
+    def _drain(self, view: ClusterView, by_id: Mapping[str, JobStatus]) -> float:
+        """Rule 8's drain time: the remaining GPU-seconds of every active job at its requested
+        size over the GPUs up now, the soonest the work present could be done (inf with no GPU
+        up)."""
+        shape = self._shape(view)
+        up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
+        work = 0.0
+        for st in by_id.values():
+            spec = st.spec
+            c = self._const.get(spec.job_id) or self._constants(view, st)
+            if c.rate_req > 0:
+                work += (spec.work - st.work_done_at(view.now)) / c.rate_req * spec.requested_workers * spec.gpus_per_worker
+        return work / up if up > 0 else math.inf
 
     def _waiting_ids(self) -> list[str]:
         """The waiting jobs' ids, those of the last pass first in its serve order (so that the
@@ -356,8 +448,9 @@ class Singularity(PolicyBase):
         lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
         if spread is None and sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
-        if w.on_time:  # rule 3: less urgent jobs of its own tier too
-            lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations]
+        if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
+            lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations
+                     and not (w.leads and v.critical)]
         steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
                  ("shrink", lower), ("time-slice", []), ("preempt", lower))
         for step, victims in steps:
@@ -394,7 +487,8 @@ class Singularity(PolicyBase):
             if n <= spec.requested_workers or to <= 0:
                 return False
         else:
-            if v.rank > w.rank or (v.rank == w.rank and not w.on_time) or self._held(v, view.now):
+            if v.rank > w.rank or (v.rank == w.rank and not (w.on_time or w.leads and not v.critical)) \
+                    or self._held(v, view.now):
                 return False
             if step == "shrink":
                 short = w.st.spec.requested_workers * w.st.spec.gpus_per_worker - sum(s.free)
@@ -579,6 +673,8 @@ class Singularity(PolicyBase):
                 self._rates.clear()
             got = self._rates[key] = view.perf.rate(spec, alloc)
         return got
+
+
 
 
 def _per_node(view: ClusterView, gpw: int) -> int:
