@@ -187,3 +187,23 @@ def test_policies_say_why_each_waiting_job_waits_when_asked():
     jobs[1:] = [short]
     plan = make("srtf").plan(view(True))  # X (1 s, 4 GPUs) preempts R (97 s left)
     assert plan.allocations["R"] == Allocation() and str(plan.waiting["R"]) == "preempted: preempted for job X (srtf)"
+
+
+def test_tiresias_demotion_timer_is_in_the_future_a_rounding_error_from_the_threshold():
+    """A running job whose attained service is one rounding error short of a threshold: its
+    demotion is due in less than half a unit in the last place of ``now``, which rounds to
+    ``now``; a timer due now fires at once, leaves the job in its queue and is armed again at
+    now, forever (the fleet at load 1.2 hung so). It must be due after ``now``."""
+    import math
+
+    from stint.model import Allocation
+    from stint.policies.base import JobStatus, Phase
+
+    pol = make("tiresias")  # one threshold, 16 GPU-hours = 57,600 GPU-s
+    now, attained = 50400.0, math.nextafter(57600.0, 0.0)
+    assert now + (57600.0 - attained) / 2 == now  # the rounding this test is about
+    a = JobStatus(job("A", 0, 2, 1e5), Phase.RUNNING, Allocation.of({0: 2}), attained_gpu_s=attained,
+                  first_start_s=0.0)
+    pol._arm_timer(a, now, pol.queue_of(a, now))
+    due = pol.next_due()
+    assert due is not None and due > now

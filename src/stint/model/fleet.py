@@ -13,7 +13,7 @@ interval_s = 1800.0     # a running job checkpoints this often (work lost is at 
 gb_per_gpu = 2.0        # drawn size: gb_per_gpu x GPUs x U[0.5, 1.5] (``draw_sizes``)
 data_gb_min = 10.0      # drawn data set size: log-uniform in [data_gb_min, data_gb_max]
 data_gb_max = 1000.0
-restart_s = 30.0        # restarting a moved job, on top of the copy
+restart_s = 30.0        # a move's restart, as the global scheduler counts it (``move_cost_s``)
 
 [region.east.cluster.e1]
 nodes = 64

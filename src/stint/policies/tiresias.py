@@ -29,6 +29,7 @@ O(changed jobs + demotions + jobs started, times log of the queue length).
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 
 from stint.model.allocation import Plan
@@ -93,7 +94,10 @@ class Tiresias(PolicyBase):
         gpus = gpus or st.held_gpus
         attained = st.attained_gpu_s_at(now) - self._base.get(st.job_id, 0.0)
         if running and gpus and q < len(self.thresholds):
-            heapq.heappush(self._timers, (now + max(self.thresholds[q] - attained, 0.0) / gpus, st.job_id))
+            at = now + max(self.thresholds[q] - attained, 0.0) / gpus
+            # A rounding error short of the threshold, ``at`` is ``now`` itself: the timer would
+            # fire at once with the job still in queue q, and again, forever. Due just after.
+            heapq.heappush(self._timers, (at if at > now else math.nextafter(now, math.inf), st.job_id))
         elif not running and st.first_start_s is not None and self.promote_knob > 0 and q > 0:
             # Rule 5: executed time since the last promotion = attained GPU-s / requested GPUs.
             gpus_req = max(st.spec.requested_workers * st.spec.gpus_per_worker, 1)

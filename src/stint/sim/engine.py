@@ -116,6 +116,7 @@ class Simulator:
         self._heap: list[Event] = []
         self._seq = 0
         self._changed: dict[str, None] = {}
+        self._unordered = False  # a job older than the table's last entered it (``_insert``)
         self._records: list[JobRecord] = []
         self._waiting = 0
         self._busy_gpu_s = 0.0
@@ -192,10 +193,17 @@ class Simulator:
             reserved=self._reserved_series,
         )
 
-    def step(self, t: float, arrivals: Sequence[JobSpec]) -> None:
-        """Everything at event time ``t``: its events, then ``arrivals``, then the policy once
-        (if anything happened), then the next tick. ``run`` calls it per event time; a fleet
-        of clusters on one clock calls it for each cluster."""
+    def step(self, t: float, arrivals: Sequence[JobSpec], returning: Sequence[JobStatus] = ()) -> None:
+        """Everything at event time ``t``: its events, then ``arrivals`` and ``returning``, then
+        the policy once (if anything happened), then the next tick. ``run`` calls it per event
+        time; a fleet of clusters on one clock calls it for each cluster.
+
+        ``returning`` are jobs with a past elsewhere (a fleet's job moved in from another
+        cluster): each enters at ``t`` holding nothing, with its status's history — the spec as
+        submitted (its original ``arrival_s``, which the policy reads for queue age, SLA and
+        response ratio), work done, attained service, first start, preemptions — as the live
+        store's row of a moved job is the same row. An arrival may be older than jobs already
+        in the table (``arrival_s`` before ``t``): the table is kept in arrival order."""
         self._advance(t)
         dirty = False
         while self._heap and self._heap[0][0] == t:
@@ -205,6 +213,12 @@ class Simulator:
             self._arrive(spec, t)
             self.events += 1
             dirty = True
+        for old in returning:
+            self._resume(old, t)
+            self.events += 1
+            dirty = True
+        if self._unordered:
+            self._reorder()
         if dirty and self._table:
             if self.decision_period_s is None or self._on_period(t):
                 self._decide(t)
@@ -253,27 +267,43 @@ class Simulator:
     def _preload(self, t: float) -> None:
         """``resume_from`` as the active jobs at ``t``; the policy is asked at ``t``."""
         for old in self.resume_from:
-            st = JobStatus(spec=old.spec, phase=old.phase, work_done=old.work_done_at(t),
-                           attained_gpu_s=old.attained_gpu_s_at(t), first_start_s=old.first_start_s,
-                           last_change_s=old.last_change_s, preemptions=old.preemptions, as_of_s=t)
-            self._table[st.job_id] = st
-            self._track[st.job_id] = _Track()
-            self._changed[st.job_id] = None
-            if old.allocation and self._ledger.fits(st.spec, old.allocation):
-                self._ledger.take(st.spec, old.allocation)
-                st.allocation = old.allocation
-                self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
-            else:
-                st.phase = Phase.QUEUED if st.first_start_s is None else Phase.PAUSED
-                self._waiting += 1
+            self._resume(old, t, old.allocation)
         self._push(t, EventKind.TICK, "")
 
+    def _resume(self, old: JobStatus, t: float, allocation: Allocation = EMPTY) -> None:
+        """``old`` active from ``t`` with its history (progress as of ``t``, first start,
+        preemptions, last change), holding ``allocation`` if it fits, else waiting."""
+        st = JobStatus(spec=old.spec, phase=old.phase, work_done=old.work_done_at(t),
+                       attained_gpu_s=old.attained_gpu_s_at(t), first_start_s=old.first_start_s,
+                       last_change_s=old.last_change_s, preemptions=old.preemptions, as_of_s=t)
+        self._insert(st)
+        if allocation and self._ledger.fits(st.spec, allocation):
+            self._ledger.take(st.spec, allocation)
+            st.allocation = allocation
+            self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+        else:
+            st.phase = Phase.QUEUED if st.first_start_s is None else Phase.PAUSED
+            self._waiting += 1
+
     def _arrive(self, spec: JobSpec, t: float) -> None:
-        st = JobStatus(spec=spec, last_change_s=t, as_of_s=t)
-        self._table[spec.job_id] = st
-        self._track[spec.job_id] = _Track()
-        self._changed[spec.job_id] = None
+        self._insert(JobStatus(spec=spec, last_change_s=t, as_of_s=t))
         self._waiting += 1
+
+    def _insert(self, st: JobStatus) -> None:
+        """Add an active job; note when it arrived before the table's last (``_reorder``)."""
+        last = next(reversed(self._table.values()), None)
+        if last is not None and st.spec.arrival_s < last.spec.arrival_s:
+            self._unordered = True
+        self._table[st.job_id] = st
+        self._track[st.job_id] = _Track()
+        self._changed[st.job_id] = None
+
+    def _reorder(self) -> None:
+        """Put the table back in arrival order (stable: ties keep their order), in place."""
+        jobs = sorted(self._table.items(), key=lambda kv: kv[1].spec.arrival_s)
+        self._table.clear()
+        self._table.update(jobs)
+        self._unordered = False
 
     def _on_period(self, t: float) -> bool:
         """With a decision period: is ``t`` a decision instant? (Then the pending one is used up.)"""

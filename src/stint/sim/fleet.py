@@ -9,8 +9,13 @@ or on its period, or after a failure); jobs whose copy has finished enter their 
 every cluster with something at that time takes its step, exactly as ``Simulator.run`` would.
 A one-cluster fleet therefore produces the very records of ``stint sim``.
 
-A job moved or resumed elsewhere enters its new cluster after ``move_cost_s`` (checkpoint copy
-and restart, data set copy) with the work it has left. A cluster that fails (or every cluster of
+A job moved or resumed elsewhere enters its new cluster when its copies are done (``copy_s``:
+checkpoint, data set) with its history, as the live fleet's job is one store row wherever it
+runs: its spec as submitted (the original arrival: queue age, SLA deadline, response ratio),
+work done (as of its checkpoint after a failure), attained GPU-seconds, first start and
+preemptions (``Simulator.step``'s ``returning``). A job that has run is resumed there, so its
+restart is that cluster's resume cost (``CostModel.resume_s``; the global scheduler counts it as
+``checkpoint.restart_s`` in ``move_cost_s``). A cluster that fails (or every cluster of
 a region) loses its jobs' work since their last checkpoint: a running job checkpoints every
 ``checkpoint.interval_s`` of running since its last (re)start, so it loses
 ``rate x ((t - last start) mod interval)``; checkpoints are assumed replicated off the cluster,
@@ -38,7 +43,7 @@ from stint.policies.fleet.base import (
     GlobalPolicy,
     Pending,
     Waiting,
-    move_cost_s,
+    copy_s,
 )
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
@@ -84,9 +89,6 @@ class _Member(Simulator):
         return RunResult(self.policy.name, self._records, self.cluster.total_gpus, self._busy_gpu_s, start,
                          self._last_t, self._series, self._latency, self.events, wall_s, cpu_s, self._refusals)
 
-    def ideal_s(self, spec: JobSpec) -> float:
-        return self._ideal_s(spec)
-
     @property
     def used_gpus(self) -> int:
         return self._ledger.used_gpus
@@ -106,7 +108,7 @@ class _Job:
 
     job: FleetJob
     at: int | None = None  # the cluster it is in (or in transit to / its checkpoint is in)
-    left: float = 0.0  # work left as of its last checkpoint or withdrawal
+    past: JobStatus | None = None  # its history when it left its last cluster (``_history``)
     has_ckpt: bool = False
     cluster_moves: int = 0
     region_moves: int = 0
@@ -291,7 +293,7 @@ class FleetSimulator:
                            time.perf_counter() - wall0, time.process_time() - cpu0)
 
     def _admit(self, job: FleetJob) -> None:
-        self._state[job.job_id] = _Job(job, left=job.spec.work)
+        self._state[job.job_id] = _Job(job)
         self._pending.append(Pending(job, None, False))
         self._has_new = True
 
@@ -325,7 +327,7 @@ class FleetSimulator:
                 continue
             st = self._withdraw(js.at, job_id, t)
             self._unassign(js)
-            js.left = st.spec.work - st.work_done
+            js.past = _history(st)
             js.has_ckpt = js.has_ckpt or st.work_done > 0
             self._send(job_id, dst, t)
 
@@ -342,7 +344,7 @@ class FleetSimulator:
         """Start the job's copy to ``dst``; it enters there when the copy is done."""
         js = self._state[job_id]
         job, src = js.job, js.at
-        delay = move_cost_s(self.fleet, job, src, dst, js.has_ckpt)
+        delay = copy_s(self.fleet, job, src, dst, js.has_ckpt)
         if src is not None and src != dst:
             js.ckpt_gb += job.ckpt_gb if js.has_ckpt else 0.0
             same = self.fleet.clusters[src].region == self.fleet.clusters[dst].region
@@ -369,7 +371,8 @@ class FleetSimulator:
 
     # --------------------------------------------------------------------------------- steps
     def _step_all(self, t: float) -> None:
-        arrivals: dict[int, list[JobSpec]] = {}
+        arrivals: dict[int, list[JobSpec]] = {}  # first entries (no history yet)
+        returning: dict[int, list[JobStatus]] = {}  # jobs that were in a cluster before
         while self._transit and self._transit[0][0] <= t:
             again = False
             while self._transit and self._transit[0][0] <= t:
@@ -380,28 +383,24 @@ class FleetSimulator:
                     self._pending.append(Pending(js.job, dst, js.has_ckpt))
                     again = True
                     continue
-                arrivals.setdefault(dst, []).append(self._segment(js, t))
+                if js.past is None:
+                    arrivals.setdefault(dst, []).append(js.job.spec)
+                else:
+                    returning.setdefault(dst, []).append(replace(js.past, last_change_s=t))
             if again:
                 self._global(t, with_waiting=False)
-        due = set(arrivals)
+        due = set(arrivals) | set(returning)
         while self._wake and self._wake[0][0] <= t:
             due.add(heapq.heappop(self._wake)[1])
         for i in sorted(due):
             m = self._members[i]
-            if m.next_time() == t or i in arrivals:
-                m.step(t, arrivals.get(i, ()))
+            if m.next_time() == t or i in arrivals or i in returning:
+                m.step(t, arrivals.get(i, ()), returning.get(i, ()))
                 self._dirty.add(i)
                 self._collect(i)
             nxt = m.next_time()
             if nxt < math.inf:
                 heapq.heappush(self._wake, (nxt, i))
-
-    def _segment(self, js: _Job, t: float) -> JobSpec:
-        spec = js.job.spec
-        if js.left == spec.work and spec.arrival_s == t:
-            return spec
-        dur = None if spec.duration_s is None else spec.duration_s * js.left / spec.work
-        return replace(spec, arrival_s=t, work=js.left, duration_s=dur)
 
     def _collect(self, i: int) -> None:
         """Turn the records cluster ``i`` wrote since last time into fleet records."""
@@ -413,10 +412,9 @@ class FleetSimulator:
             js = self._state.pop(r.job_id)
             self._unassign(js)
             spec = js.job.spec
-            ideal = r.ideal_s if js.left == spec.work and not js.has_ckpt else m.ideal_s(spec)
             self._records.append(FleetRecord(
                 spec.job_id, spec.tier.value, self.fleet.clusters[i].name, spec.arrival_s, r.finish_s, js.job.gpus,
-                ideal, r.rejected, js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
+                r.ideal_s, r.rejected, js.cluster_moves, js.region_moves, js.ckpt_gb, js.data_gb,
                 js.lost_work * js.job.gpus, js.max_lost_s, js.job.warmup))
 
     def _collect_all(self, force: bool = False) -> None:
@@ -473,6 +471,14 @@ class FleetSimulator:
                 lost = min(st.work_done, rate * ((t - since) % interval))
                 js.max_lost_s = max(js.max_lost_s, lost / rate)
             js.lost_work += lost
-            js.left = st.spec.work - (st.work_done - lost)
+            js.past = _history(st, lost)
             js.has_ckpt = js.has_ckpt or st.work_done - lost > 0
             self._pending.append(Pending(js.job, i, js.has_ckpt))
+
+
+def _history(st: JobStatus, lost: float = 0.0) -> JobStatus:
+    """What a job withdrawn from its cluster (``st``, settled) takes to the next: its spec, work
+    done less ``lost`` (rolled back to its checkpoint), attained GPU-seconds (the service it
+    received, lost work included, as the live store counts it), first start, preemptions."""
+    return JobStatus(spec=st.spec, work_done=st.work_done - lost, attained_gpu_s=st.attained_gpu_s,
+                     first_start_s=st.first_start_s, preemptions=st.preemptions)

@@ -90,11 +90,20 @@ class GlobalPolicy(Protocol):
 
 
 def move_cost_s(fleet: Fleet, job: FleetJob, src: int | None, dst: int, has_checkpoint: bool) -> float:
-    """Seconds before a job can run on ``dst``: its checkpoint copied from ``src`` (and the
-    restart) if it has one, plus its data set copied from its data cluster if ``dst`` is not it."""
+    """Seconds before a job can run on ``dst``: its copies (``copy_s``), plus the restart
+    (``checkpoint.restart_s``) if it moves a checkpoint to another cluster."""
+    cost = copy_s(fleet, job, src, dst, has_checkpoint)
+    if has_checkpoint and src is not None and src != dst:
+        cost += fleet.checkpoint.restart_s
+    return cost
+
+
+def copy_s(fleet: Fleet, job: FleetJob, src: int | None, dst: int, has_checkpoint: bool) -> float:
+    """Seconds of copying before a job can enter ``dst``: its checkpoint from ``src`` if it has
+    one, plus its data set from its data cluster if ``dst`` is not it."""
     cost = 0.0
     if has_checkpoint and src is not None and src != dst:
-        cost += fleet.transfer_s(job.ckpt_gb, src, dst) + fleet.checkpoint.restart_s
+        cost += fleet.transfer_s(job.ckpt_gb, src, dst)
     if dst != job.data_cluster:
         cost += fleet.transfer_s(job.data_gb, job.data_cluster, dst)
     return cost
