@@ -13,6 +13,7 @@ import pytest
 
 from stint.model import Cluster, JobSpec, Plan
 from stint.model.job import Tier, divisor_counts
+from stint.model.resources import Resources
 from stint.model.sla import SlaTargets, attainment
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
@@ -290,3 +291,20 @@ def test_a_critical_job_is_its_tier_s_last_victim() -> None:
                   job("S", 1, 2, 200, Tier.BASIC), job("P", 150, 2, 100, Tier.PREMIUM)])
     assert (r["L"].preemptions, r["S"].preemptions) == (0, 1)
     assert (150.0, "S", "preempted for premium job P") in pol.explained
+
+
+def test_a_pass_that_finds_it_must_reclaim_is_planned_again_with_the_drain_time() -> None:
+    # Two nodes of 2 GPUs. A and B (basic, 5000 s) and X and Y (basic, 100 s) fill them, one
+    # long and one short job a node; X and Y end at 101 and 103. L (basic, one worker of 2 GPUs,
+    # 20000 s) at 200 asks for 2 GPUs and 2 are free, so the pass starts without rule 8's drain
+    # time; but they are on two nodes, and a basic job takes nothing from its tier unless it is
+    # critical. Planned again with the drain time ((2 x 4800 + 2 x 20000) / 4 = 12400 s <
+    # 20000), L is critical and preempts B to start at once, not at 5000 when A and B end.
+    two = replace(job("L", 200, 1, 20000, Tier.BASIC), worker_demand=Resources(gpu=2))
+    jobs = [job("A", 0, 1, 5000, Tier.BASIC), job("X", 1, 1, 100, Tier.BASIC),
+            job("B", 2, 1, 5000, Tier.BASIC), job("Y", 3, 1, 100, Tier.BASIC), two]
+    pol = Recorder(make("singularity"))  # type: ignore[arg-type]
+    res = Simulator(Cluster.uniform(2, 2), jobs, pol, ScalingModel(), CostModel.free()).run()
+    r = {x.job_id: x for x in res.records}
+    assert (r["L"].first_start_s, r["B"].preemptions) == (200, 1)
+    assert (200.0, "B", "preempted for basic job L") in pol.explained
