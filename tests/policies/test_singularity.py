@@ -109,14 +109,16 @@ def test_a_premium_job_reclaims_rather_than_start_too_spread_out() -> None:
     # 2 nodes x 2 GPUs, each node beyond the first halves a job's speed. Basic 1-GPU jobs: A
     # (1000 s) and B (5 s) fill node 0 at 0, C (1000 s) takes node 1 at 1; B ends at 5, leaving
     # one GPU free on each node. P (premium, 2 GPUs, 100 s) at 10 would take 200 s on two nodes
-    # (attainment 100 / (200 + 30 - 60) < 0.95): a basic job is preempted instead and P runs on
-    # one node, 10-110.
+    # (attainment 100 / (200 + 30 - 60) < 0.95): a basic job is taken off a node instead and P
+    # runs on that one node, 10-110; the basic job fits the GPU left on the other node and moves
+    # there (rule 7) rather than wait.
     jobs = [job("A", 0, 1, 1000, Tier.BASIC), job("B", 0, 1, 5, Tier.BASIC), job("C", 1, 1, 1000, Tier.BASIC),
             job("P", 10, 2, 100, Tier.PREMIUM)]
     res = Simulator(Cluster.uniform(2, 2), jobs, make("singularity"), ScalingModel(spread_penalty=0.5),
                     CostModel.free()).run()
     r = {x.job_id: x for x in res.records}
-    assert r["P"].jct_s == 100 and r["A"].preemptions + r["C"].preemptions == 1
+    assert r["P"].jct_s == 100 and r["A"].preemptions + r["C"].preemptions == 0
+    assert r["A"].migrations + r["C"].migrations == 1
 
 
 def test_basic_jobs_wait_by_response_ratio_not_arrival() -> None:
@@ -299,12 +301,14 @@ def test_a_pass_that_finds_it_must_reclaim_is_planned_again_with_the_drain_time(
     # 20000 s) at 200 asks for 2 GPUs and 2 are free, so the pass starts without rule 8's drain
     # time; but they are on two nodes, and a basic job takes nothing from its tier unless it is
     # critical. Planned again with the drain time ((2 x 4800 + 2 x 20000) / 4 = 12400 s <
-    # 20000), L is critical and preempts B to start at once, not at 5000 when A and B end.
+    # 20000), L is critical and takes B's node to start at once, not at 5000 when A and B end;
+    # B, which fits the GPU left free on A's node, moves there (rule 7) instead of waiting.
     two = replace(job("L", 200, 1, 20000, Tier.BASIC), worker_demand=Resources(gpu=2))
     jobs = [job("A", 0, 1, 5000, Tier.BASIC), job("X", 1, 1, 100, Tier.BASIC),
             job("B", 2, 1, 5000, Tier.BASIC), job("Y", 3, 1, 100, Tier.BASIC), two]
     pol = Recorder(make("singularity"))  # type: ignore[arg-type]
     res = Simulator(Cluster.uniform(2, 2), jobs, pol, ScalingModel(), CostModel.free()).run()
     r = {x.job_id: x for x in res.records}
-    assert (r["L"].first_start_s, r["B"].preemptions) == (200, 1)
-    assert (200.0, "B", "preempted for basic job L") in pol.explained
+    assert r["L"].first_start_s == 200
+    assert (r["B"].preemptions, r["B"].migrations, r["B"].finish_s) == (0, 1, 5002)
+    assert (200.0, "B", "migrated for basic job L") in pol.explained

@@ -53,7 +53,9 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    (its GPUs x its remaining ideal time, GPU-seconds started now) exceeds the cost (restart_s x
    the GPUs of every job it stops or restarts), or the waiting job's slack is under ``urgent_s``;
    otherwise the staged victims are discarded as a unit and the job waits.
-7. No idle GPU: GPUs still free go to running elastic jobs, served in rule 2's order, each grown
+7. No idle GPU: a job the pass preempted that fits, at the size it ran, on GPUs still free after
+   the pass's admissions is placed there instead (a migration: it keeps running, and no GPU
+   stays idle while it waits), in the order the pass took them. GPUs still free then go to running elastic jobs, served in rule 2's order, each grown
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 8. No idle GPU later either: a job whose remaining ideal time r exceeds the drain time D is
@@ -388,10 +390,27 @@ class Singularity(PolicyBase):
                 left = sum(free)
                 plan.allocations.update(staged.changes)
                 plan.explain.update(staged.reasons)
+        if left > 0 and reclaims:
+            self._rehouse(by_id, plan, free)
+            left = sum(free)
         if left > 0 and (self._roster.elastic or any(f.job_id in plan.allocations for f in queued)):
             self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations]
                        + [f for f in queued if f.job_id in plan.allocations], free, plan)
         return plan, queued, free, calm
+
+    @staticmethod
+    def _rehouse(by_id: Mapping[str, JobStatus], plan: Plan, free: list[int]) -> None:
+        """Rule 7: the jobs this plan preempts placed on the GPUs still free, where they fit."""
+        for jid, alloc in list(plan.allocations.items()):
+            st = by_id[jid]
+            if alloc or not st.allocation:
+                continue
+            gpw = st.spec.gpus_per_worker
+            got = place(free, st.allocation.num_workers, gpw)
+            if got is not None:
+                take(free, got, gpw)
+                plan.allocations[jid] = Allocation.of(got)
+                plan.explain[jid] = plan.explain.get(jid, "").replace("preempted", "migrated", 1)
 
     def _contended(self, view: ClusterView, by_id: Mapping[str, JobStatus], waiting: list[str]) -> bool:
         """Whether the waiting jobs at their requested sizes ask for more GPUs than are free."""
