@@ -123,3 +123,13 @@ def final_digest(text: str, steps: int) -> str:
     found = re.findall(rf"done step {steps} digest (\S+)", text)
     assert len(found) == 1, text[-2000:]
     return str(found[0])
+
+
+TWO_CLUSTERS = """\
+[region.east.cluster.a]
+nodes = 1
+gpus_per_node = 1
+[region.west.cluster.b]
+nodes = 1
+gpus_per_node = 1
+"""  # a fleet file: clusters a and b, one 1-GPU node each, in two regions

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rt_helpers import COUNTER, ServeProc, kill_leftover_workers, wait_for
+from rt_helpers import COUNTER, TWO_CLUSTERS, ServeProc, kill_leftover_workers, wait_for
 
 PROBE = str(Path(__file__).with_name("probe_job.py"))
 SECRET = f"pg-secret-{uuid.uuid4().hex}"
@@ -183,23 +183,13 @@ def test_a_user_without_an_os_account_cannot_submit(base: Path) -> None:
         serve.stop()
 
 
-FLEET = """\
-[region.east.cluster.a]
-nodes = 1
-gpus_per_node = 1
-[region.west.cluster.b]
-nodes = 1
-gpus_per_node = 1
-"""
-
-
 def test_a_users_job_moves_between_clusters_as_its_owner(accounts: tuple[str, str],
                                                          base: Path) -> None:
     # A live fleet as root: alice's job checkpoints on cluster a, its checkpoint is copied to
     # b (by the copy services, as root) and its next attempt there runs as alice, from it.
     alice, _ = accounts
     data, fleet = base / "data", base / "fleet.toml"
-    fleet.write_text(FLEET)
+    fleet.write_text(TWO_CLUSTERS)
     serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"),
                       "--fleet", str(fleet), "--global", "static")
     serve.jobs_dir = base / "jobs"

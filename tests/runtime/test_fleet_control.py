@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rt_helpers import counter_cmd, wait_for
+from rt_helpers import TWO_CLUSTERS, counter_cmd, wait_for
 
 from stint.model.fleet import parse_fleet
 from stint.policies import make
@@ -25,28 +25,20 @@ from stint.runtime.store import Caller, NewJob, Store
 from stint.runtime.tables import Job
 
 SECRET = "fleet-secret-for-the-test"
-FLEET = """\
-[region.east.cluster.a]
-nodes = 1
-gpus_per_node = 1
-[region.west.cluster.b]
-nodes = 1
-gpus_per_node = 1
-"""
 
 
 def _control(store: Store, tmp_path: Path, copies: dict[str, str]) -> FleetControl:
     """The fleet's control plane over executors and storages under ``tmp_path`` (a second call
     is a restart: new controllers and executors over the same state, the same copy services)."""
     members = {}
-    for c in parse_fleet(FLEET, "fleet.toml").clusters:
+    for c in parse_fleet(TWO_CLUSTERS, "fleet.toml").clusters:
         storage = tmp_path / f"{c.name}-store"
         executor = LocalExecutor(tmp_path / f"{c.name}-exec", nodes=1, gpus_per_node=1)
         config = ControllerConfig(jobs_dir=storage, grace_s=10, forecast_policy=lambda: make("fifo"),
                                   forecast_s=0.2)
         ctl = Controller(store, executor, make("fifo"), config, member=c.name, region=c.region)
         members[c.name] = Member(ctl, storage, copies[c.name])
-    control = FleetControl(store, parse_fleet(FLEET, "fleet.toml"), members, LeastLoaded(), SECRET)
+    control = FleetControl(store, parse_fleet(TWO_CLUSTERS, "fleet.toml"), members, LeastLoaded(), SECRET)
     control.recover(time.time())
     return control
 
