@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from exec_helpers import (
     wait_ready,
 )
 
-from stint.runtime.executor import ExecutorError, Outcome
+from stint.runtime.executor import ExecutorError, Outcome, supervised
 from stint.runtime.executor.base import LaunchError
 from stint.runtime.executor.local import LocalExecutor
 
@@ -309,3 +310,15 @@ def test_output_lines_are_prefixed_as_they_come(tmp_path: Path) -> None:
     os.close(src_r)
     os.close(log)
     assert (tmp_path / "log").read_bytes() == b"[r0] abc\n[r0] de\n[r0] 10%\r[r0] 20%\n"
+
+
+def test_rendezvous_ports_are_outside_the_ephemeral_range() -> None:
+    # A port probed from the kernel's ephemeral range can go to another process's outgoing
+    # connection before the job's rank 0 binds it (an attempt was lost to "Address already in
+    # use" under load); the executor picks its rendezvous ports below that range, free.
+    first = int(supervised.EPHEMERAL.read_text().split()[0])
+    ports = {supervised._free_port() for _ in range(20)}
+    assert all(supervised.MASTER_PORTS_FROM <= p < first for p in ports), ports
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))  # each was free

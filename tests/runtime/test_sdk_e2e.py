@@ -14,8 +14,6 @@ from rt_helpers import MLP, ServeProc, final_digest, kill_leftover_workers, wait
 STEPS = 30
 
 
-
-
 @pytest.mark.slow
 def test_resized_sdk_job_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     reference = subprocess.Popen(  # runs meanwhile: the same script, never interrupted
@@ -40,6 +38,7 @@ def test_resized_sdk_job_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     assert reference.returncode == 0
     assert detail["state"] == "succeeded", detail["reason"]
     path = [t["dst"] for t in detail["transitions"]]
-    assert path[3:9] == ["running", "checkpointing", "preempted", "resizing", "starting", "running"]
+    assert path[3:9] == ["running", "checkpointing", "preempted", "resizing", "starting", "running"], \
+        [(t["dst"], t["reason"]) for t in detail["transitions"]]
     assert detail["allocation"] and sum(detail["allocation"].values()) == 1
     assert final_digest(log.read_text(), STEPS) == final_digest(reference_out, STEPS)

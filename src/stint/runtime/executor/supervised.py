@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import signal
 import socket
 import threading
@@ -546,7 +547,27 @@ def _exists(d: Path, rank: int, suffix: str) -> bool:
     return (d / f"rank-{rank}.{suffix}").exists()
 
 
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+MASTER_PORTS_FROM = 10000  # the lowest rendezvous port (below the kernel's ephemeral range)
+
+
 def _free_port() -> int:
+    """A free port for a job's rendezvous, outside the kernel's ephemeral range when there is
+    room below it: a probed ephemeral port may be handed to any process's outgoing connection
+    before rank 0 binds it (seen under load: "Address already in use", one attempt lost).
+    Random in the range below, probed; the kernel's choice if none is free."""
+    try:
+        first = int(EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32768
+    for _ in range(64 if first > MASTER_PORTS_FROM + 1 else 0):
+        port = random.randrange(MASTER_PORTS_FROM, first)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
