@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stint.reconcile import Action, ActionKind
-from stint.report.plots import cdf_line, figure, jct_cdf, over_time
+from stint.report.plots import cdf_plot, figure, jct_cdf, over_time
 from stint.report.tables import COLUMNS, fmt
 from stint.sim.metrics import RunResult
 
@@ -131,17 +131,8 @@ def latency_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def latency_cdf(results: Mapping[str, RunResult], out: Any) -> None:
-    fig = figure(7, 3.5)
-    ax = fig.add_subplot()
-    for name, r in results.items():
-        cdf_line(ax, np.frombuffer(r.latencies_s, dtype=float) * 1e3, name, floor=1e-4)
-    ax.set_xscale("log")
-    ax.set_xlabel("policy call latency (ms, log scale)")
-    ax.set_ylabel("fraction of calls")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.16, top=0.96)
-    fig.savefig(out, dpi=100, format="png")
+    cdf_plot({n: np.frombuffer(r.latencies_s, dtype=float) * 1e3 for n, r in results.items()},
+             "policy call latency (ms, log scale)", "fraction of calls", out, 3.5, floor=1e-4)
 
 
 def timeline_plot(tl: Timeline, origin_s: float, out: Any) -> None:

@@ -50,20 +50,27 @@ def cdf_line(ax: Any, values: ArrayLike, label: str, max_points: int = 2000, flo
     ax.plot(np.maximum(x, floor), y, label=label)
 
 
+def cdf_plot(lines: Mapping[str, ArrayLike], xlabel: str, ylabel: str, out: Path | IO[bytes],
+             height: float = 4.5, max_points: int = 2000, floor: float = 1e-3) -> None:
+    """Empirical CDFs, one line per name, on a log-scaled x axis (``cdf_line``), saved as PNG."""
+    fig = figure(7, height)
+    ax = fig.add_subplot()
+    for name, values in lines.items():
+        cdf_line(ax, values, name, max_points, floor)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.55 / height, top=0.97)
+    fig.savefig(out, dpi=100, format="png")
+
+
 def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path | IO[bytes],
             max_points: int = 2000) -> None:
     """Empirical CDF of job completion times, one line per policy, log-scaled time axis."""
-    fig = figure(7, 4.5)
-    ax = fig.add_subplot()
-    for policy, values in jcts.items():
-        cdf_line(ax, [v / 3600.0 for v in values], policy, max_points)
-    ax.set_xscale("log")
-    ax.set_xlabel("job completion time (hours, log scale)")
-    ax.set_ylabel("fraction of jobs")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.97)
-    fig.savefig(path, dpi=100, format="png")
+    cdf_plot({p: [v / 3600.0 for v in values] for p, values in jcts.items()},
+             "job completion time (hours, log scale)", "fraction of jobs", path, 4.5, max_points)
 
 
 def over_time(
