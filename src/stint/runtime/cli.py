@@ -543,16 +543,15 @@ def agent_executor(
     so one control plane drives several). SIGTERM kills its workers and exits."""
     import logging
 
-    from stint.config import ExecutorConfig
     from stint.runtime.executor.base import ExecutorError
+    from stint.runtime.executor.make import make_executor
     from stint.runtime.executor.remote import run_agent
-    from stint.runtime.serve import make_executor
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host, port = _host_port(listen)
     secret = _secret(secret_file)
     try:
-        ex = make_executor(ExecutorConfig(executor, nodes, gpus_per_node, ray_address), state_dir)
+        ex = make_executor(executor, state_dir, nodes, gpus_per_node, ray_address)
         run_agent(ex, host, port, secret)
     except (OSError, ValueError, ExecutorError) as exc:
         typer.echo(f"error: stint agent executor cannot start: {exc}", err=True)

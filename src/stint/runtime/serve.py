@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from fastapi.responses import JSONResponse
 
-from stint.config import ExecutorConfig, ServeConfig, validate
+from stint.config import ServeConfig, validate
 from stint.policies.base import Policy
 from stint.policies.registry import make_with_options
 from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.executor.make import make_executor
 from stint.runtime.executor.shim import jobs_root
 from stint.runtime.metrics import CONTENT_TYPE, Metrics
 from stint.runtime.store import Store, StoreLocked, sqlite_url
@@ -99,19 +100,6 @@ def reachable(path: Path) -> Path | None:
     return None
 
 
-def make_executor(ex: ExecutorConfig, state_dir: Path) -> Executor:
-    """The executor ``ex`` names, keeping its durable state in ``state_dir``."""
-    if ex.kind == "local":
-        from stint.runtime.executor.local import LocalExecutor
-
-        return LocalExecutor(state_dir, nodes=ex.nodes, gpus_per_node=ex.gpus_per_node)
-    if ex.kind == "ray":
-        from stint.runtime.executor import ray as ray_executor
-
-        return ray_executor.RayExecutor(state_dir, address=ex.ray_address)
-    raise ValueError(f"unknown executor {ex.kind!r}; valid: local, ray")
-
-
 class Steppable(Protocol):
     """What the loop drives: a ``Controller``, or a ``FleetControl`` over several."""
 
@@ -133,7 +121,8 @@ class Plane:
 
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
-    executor = make_executor(cfg.executor, data_dir / "executor")
+    ex = cfg.executor
+    executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node, ex.ray_address)
     ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
     controller = Controller(store, executor, policy, ControllerConfig(
         jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
@@ -190,7 +179,8 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
         if not copy:
             server, copy = start_storage(storage, secret)
             servers.append(server)
-        executor = cluster_executor(data_dir, c.name, c.executor, c.nodes, c.gpus_per_node, secret)
+        executor = make_executor(c.executor, data_dir / "executor" / c.name, c.nodes, c.gpus_per_node,
+                                 secret=secret, name=c.name)
         ctl = cfg.controller
         controller = Controller(store, executor,
                                 make_with_options(name, options),
@@ -209,25 +199,6 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
 
     return Plane(body, [m.controller.executor for m in members.values()],
                  {n: m.storage for n, m in members.items()}, close)
-
-
-def cluster_executor(data_dir: Path, name: str, kind: str, nodes: int, gpus: int,
-                     secret: str) -> Executor:
-    """A fleet cluster's executor from its ``executor`` key (``secret``: the fleet's, for an
-    agent)."""
-    state_dir = data_dir / "executor" / name
-    if kind == "local":
-        from stint.runtime.executor.local import LocalExecutor
-
-        return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus)
-    if kind.startswith("http://"):
-        from stint.runtime.executor.base import NodeInfo
-        from stint.runtime.executor.remote import RemoteExecutor
-
-        return RemoteExecutor(kind, [NodeInfo(f"node-{i}", gpus) for i in range(nodes)], secret, name)
-    from stint.runtime.executor import ray as ray_executor
-
-    return ray_executor.RayExecutor(state_dir, address=None if kind == "ray" else kind)
 
 
 class ControlLoop(threading.Thread):
