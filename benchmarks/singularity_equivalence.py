@@ -10,8 +10,10 @@ resizes, attained GPU-s; in a fleet also every fleet record: cluster, moves, wor
 
 Workloads: ``pollux`` (pollux:6 on 16 x 4 GPUs), ``philly`` (Philly's first 3,000 jobs on 128 GPUs,
 tiers premium 10 % / standard 30 % / basic 60 %, reservation peak=0.3,start=9,end=21),
-``fleet10`` (10 clusters, 10,000 GPUs, 10,000 jobs, global ``gain``) and ``fleet30`` (30
-clusters, 100,000 GPUs, 30,000 jobs).
+``fleet10`` (10 clusters, 10,000 GPUs, 10,000 jobs, global ``gain``), ``fleet30`` (30
+clusters, 100,000 GPUs, 30,000 jobs) and ``fleetwarm`` (``fleet10``'s fleet in its steady state,
+20,000 jobs, region r0 down for 6 hours from a third of the arrival window: the congested regime,
+``benchmarks/fleet_scale.py --warm --outage-h 6``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from stint.model.fleet import Fleet, FleetCluster
+from stint.model.fleet import Fleet, FleetCluster, FleetFailure
 from stint.perf.scaling import ScalingModel
 from stint.policies import registry
 from stint.policies.base import PolicyBase
@@ -90,10 +92,12 @@ def single(trace_spec: str, nodes: int, per_node: int, filters: Filters, reserva
     return run
 
 
-def fleet(clusters: int, gpus: int, jobs: int) -> Callable[[Factory], tuple[str, int]]:
+def fleet(clusters: int, gpus: int, jobs: int, warm: bool = False, outage_h: float = 0.0
+          ) -> Callable[[Factory], tuple[str, int]]:
     members = tuple(FleetCluster(f"c{i}", f"r{i % 3}", max(1, gpus // 8 // clusters), 8) for i in range(clusters))
-    f = Fleet(members)
-    specs = generate(f, jobs, 0.8, 0)
+    specs = generate(Fleet(members), jobs, 0.8, 0, warm=warm)
+    start = specs[-1].spec.arrival_s / 3  # as benchmarks/fleet_scale.py's outage
+    f = Fleet(members, failures=(FleetFailure("region", "r0", start, start + outage_h * 3600),) if outage_h else ())
 
     def run(factory: Factory) -> tuple[str, int]:
         res = FleetSimulator(f, specs, make_global("gain"), factory, ScalingModel()).run()
@@ -106,6 +110,7 @@ WORKLOADS: dict[str, Callable[[], Callable[[Factory], tuple[str, int]]]] = {
     "philly": lambda: single("philly", 16, 8, Filters(limit=3000), Reservation.parse("peak=0.3,start=9,end=21", 0)),
     "fleet10": lambda: fleet(10, 10_000, 10_000),
     "fleet30": lambda: fleet(30, 100_000, 30_000),
+    "fleetwarm": lambda: fleet(10, 10_000, 20_000, warm=True, outage_h=6),
 }
 
 

@@ -312,3 +312,62 @@ def test_a_pass_that_finds_it_must_reclaim_is_planned_again_with_the_drain_time(
     assert r["L"].first_start_s == 200
     assert (r["B"].preemptions, r["B"].migrations, r["B"].finish_s) == (0, 1, 5002)
     assert (200.0, "B", "migrated for basic job L") in pol.explained
+
+
+def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
+    # Rules 2, 3 and 8 walk many jobs; the policy computes these walks on columns
+    # (policies/singularity_table.py). On random running and waiting jobs, with and without a
+    # drain time, they must be exactly what the per-job facts give: the orders of
+    # Facts.victim_key and Facts.serve_key and the drain time summed job by job in the view's order.
+    import random
+
+    from stint.model.allocation import Allocation
+    from stint.policies.base import Phase
+
+    rnd = random.Random(7)
+    cluster = Cluster.uniform(64, 8)
+    tiers = (Tier.PREMIUM, Tier.STANDARD, Tier.BASIC)
+    sts: list[JobStatus] = []
+    for i in range(400):
+        g = rnd.choice((1, 2, 4, 8))
+        spec = job(f"j{i}", rnd.uniform(0, 5000), g, rnd.uniform(10, 20000), rnd.choice(tiers),
+                   *((1, g) if rnd.random() < 0.3 else (None, None)))
+        if i < 10:  # ties: same arrival, attainment capped at 1
+            spec = replace(spec, arrival_s=100.0)
+        running = rnd.random() < 0.7
+        alloc = Allocation.of({i % 64: g}) if running else Allocation.of({})
+        sts.append(JobStatus(spec, Phase.RUNNING if running else Phase.PAUSED, alloc,
+                             work_done=rnd.uniform(0, spec.work / 2), rate=rnd.uniform(0.2, 1.5) if running else 0.0,
+                             as_of_s=rnd.choice((None, 5000.0)) if running else None))
+    by_id = {st.job_id: st for st in sts}
+    view = ClusterView(6000.0, cluster, sts, [8] * 64, ScalingModel(), by_id=by_id, stream=1)
+    pol = make("singularity")
+    assert isinstance(pol, Singularity)
+    pol._roster.sync(view)
+    work, up = 0.0, cluster.total_gpus
+    for st in sts:
+        f = pol._facts(view, st)
+        if f.rate_req > 0:
+            work += (st.spec.work - st.work_done_at(view.now)) / f.rate_req * st.spec.requested_workers \
+                * st.spec.gpus_per_worker
+    assert pol._drain(view, by_id) == work / up
+    for drain in (None, work / up, 3000.0):
+        facts = [pol._facts(view, st) for st in sts if st.allocation]
+        if drain is not None:
+            facts = [f.as_critical() if f.remaining_s > drain else f for f in facts]
+        want = [f.job_id for f in sorted(facts, key=Facts.victim_key)]
+        got = pol._victim_order(view, by_id, drain)
+        assert got.ids == want
+        assert got.critical == [f.critical for f in sorted(facts, key=Facts.victim_key)]
+        assert any(got.critical) == (drain == 3000.0)
+        waiting = [pol._facts(view, st) for st in sts if not st.allocation]
+        if drain is not None:
+            waiting = [f.as_critical() if f.remaining_s > drain else f for f in waiting]
+        waiting.sort(key=Facts.serve_key)
+        queue = pol._serve_order(view, by_id, [st.job_id for st in sts if not st.allocation], drain)
+        assert queue.ids == [f.job_id for f in waiting]
+        assert queue.slack.tolist() == [f.slack_s for f in waiting]
+        assert queue.remaining.tolist() == [f.remaining_s for f in waiting]
+        assert queue.on_time.tolist() == [f.on_time for f in waiting]
+        assert queue.critical.tolist() == [f.critical for f in waiting]
+        assert {f.on_time for f in waiting} == {True, False} and any(f.late for f in waiting)

@@ -85,9 +85,10 @@ contention: O(jobs log jobs + waiting x running) in the worst case, bounded by
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
@@ -97,6 +98,7 @@ from stint.placement.free_index import ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
+from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder
 
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 
@@ -155,19 +157,6 @@ class Facts:
         return self.victim
 
 
-@dataclass(frozen=True, slots=True)
-class Constants:
-    """What the rules read of a job that stays the same while it is active (kept per job id)."""
-
-    rank: int
-    target: float | None
-    rate_req: float  # work units/s at the requested size, packed on the fewest nodes
-    rate_top: float  # at its largest size
-    ideal_s: float  # its whole work at ``rate_req``
-    deadline_s: float | None  # the latest finish meeting its target (None: it has none)
-    smallest: int  # GPUs at its smallest size (rule 1)
-
-
 @dataclass(slots=True)
 class Shape:
     """What a pass reads of the cluster: its GPUs, and per GPUs per worker the workers its largest
@@ -193,47 +182,72 @@ class Staging:
         return sum(self.victims.values())
 
 
-@dataclass(frozen=True, slots=True)
-class Order:
-    """Running jobs in victim order (rule 3), those grown above their request, and their ranks."""
+class Candidates:
+    """Victims in victim order, each one's facts computed when an iteration first reaches it and
+    kept for the next iteration (a staging walks the same victims for each of rule 3's steps)."""
 
-    running: list[Facts]
-    grown: list[Facts]
-    ranks: list[int]
+    __slots__ = ("_fact", "_ids", "_seen")
 
-    @staticmethod
-    def of(facts: Iterable[Facts]) -> Order:
-        running = sorted((f for f in facts if f.st.allocation), key=Facts.victim_key)
-        grown = [f for f in running if f.st.allocation.num_workers > f.st.spec.requested_workers]
-        return Order(running, grown, [f.rank for f in running])
+    def __init__(self, ids: Iterator[str], fact: Callable[[str], Facts]) -> None:
+        self._ids, self._fact, self._seen = ids, fact, list[Facts]()
+
+    def __iter__(self) -> Iterator[Facts]:
+        i = 0
+        while True:
+            if i == len(self._seen):
+                jid = next(self._ids, None)
+                if jid is None:
+                    return
+                self._seen.append(self._fact(jid))
+            yield self._seen[i]
+            i += 1
 
 
 @dataclass(slots=True)
 class Victims:
-    """One pass's running jobs in victim order (rule 3), sorted on first need (a pass that starts
-    every waiting job on free GPUs needs none), and per tier the smallest request that reclaiming
-    could not serve (later ones of the tier skip it)."""
+    """One pass's running jobs in victim order (rule 3), put in order on first need (a pass that
+    starts every waiting job on free GPUs needs none) and their facts computed only for the
+    victims a staging reaches; per tier the smallest request that reclaiming could not serve
+    (later ones of the tier skip it)."""
 
-    source: Callable[[], Iterable[Facts]]  # the running jobs' facts
+    by_id: Mapping[str, JobStatus]  # the active jobs
+    source: Callable[[], VictimOrder]  # the running jobs in order
+    fact: Callable[[str], Facts]  # one running job's facts
+    elastic: set[str]  # the running elastic jobs (only they can be above their requested or smallest size)
     blocked: dict[int, float] = field(default_factory=dict)
-    _order: Order | None = None
+    unpreemptable: set[str] = field(default_factory=set)  # held, or without the slack (rule 4)
+    _order: VictimOrder | None = None
+    _shrinkable: set[str] | None = None
+    _grown: list[str] | None = None
 
-    def order(self) -> Order:
+    def order(self) -> VictimOrder:
         if self._order is None:
-            self._order = Order.of(self.source())
+            self._order = self.source()
         return self._order
 
-    @property
-    def running(self) -> list[Facts]:
-        return self.order().running
-
-    @property
-    def grown(self) -> list[Facts]:
-        return self.order().grown
-
     def below(self, rank: int) -> int:
-        """How many of ``running`` (lowest tier first) are of a tier below ``rank``."""
-        return bisect_left(self.order().ranks, rank)
+        """How many of the order (lowest tier first) are of a tier below ``rank``."""
+        return int(np.searchsorted(self.order().ranks, rank, side="left"))
+
+    def candidates(self, count: int, keep: Callable[[int, str], bool]) -> Candidates:
+        """The first ``count`` of the order that ``keep(position, job id)`` keeps."""
+        ids = self.order().ids
+        return Candidates((j for i, j in enumerate(ids[:count]) if keep(i, j)), self.fact)
+
+    def shrinkable(self) -> set[str]:
+        """The running jobs above their smallest size (only they can shrink)."""
+        if self._shrinkable is None:
+            self._shrinkable = {j for j in self.elastic
+                                if self.by_id[j].allocation.num_workers > self.by_id[j].spec.feasible_counts()[0]}
+        return self._shrinkable
+
+    def grown(self, keep: Callable[[str], bool]) -> list[Facts]:
+        """The running jobs grown above their requested size that ``keep`` keeps, in order."""
+        if self._grown is None:
+            grown = {j for j in self.elastic
+                     if self.by_id[j].allocation.num_workers > self.by_id[j].spec.requested_workers}
+            self._grown = [j for j in self.order().ids if j in grown] if grown else []
+        return [self.fact(j) for j in self._grown if keep(j)]
 
 
 @dataclass(slots=True)
@@ -299,7 +313,7 @@ class Singularity(PolicyBase):
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
         self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
-        self._last_queue: list[str] = []  # the last pass's waiting jobs in serve order (a near-sorted start)
+        self._table = Table()  # the same constants as columns (rules 3 and 8 over many jobs)
         self._roster = Roster()
         self._cluster = Shape()
 
@@ -307,19 +321,21 @@ class Singularity(PolicyBase):
         """When a tick could change the plan (``_next_due``); None: only events can."""
         return self._due
 
-    def _next_due(self, view: ClusterView, queued: list[Facts], plan: Plan, free: list[int],
+    def _next_due(self, view: ClusterView, queue: ServeOrder, plan: Plan, free: list[int],
                   drain: float) -> float | None:
         """Time alone changes a decision only when a hold expires (rule 4), a waiting job's
         slack falls under ``urgent_s`` (rule 6) or the drain time could fall under a waiting job's
         remaining time (rule 8: at the soonest, the drain time less it from now), and only while
         a job waits or GPUs are idle."""
-        waiting = [f for f in queued if f.job_id not in plan.allocations and f.job_id not in plan.reject]
-        if not waiting and sum(free) <= 0:
+        done = plan.allocations.keys() | plan.reject.keys()
+        waiting = np.fromiter((j not in done for j in queue.ids), dtype=bool, count=len(queue.ids))
+        if not waiting.any() and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
-        times += [view.now + f.slack_s - self.urgent_s for f in waiting
-                  if math.isfinite(f.slack_s) and f.slack_s > self.urgent_s]
-        longest = max((f.remaining_s for f in waiting if not f.on_time and not f.critical), default=0.0)
+        slack = queue.slack[waiting]
+        times += (view.now + slack[np.isfinite(slack) & (slack > self.urgent_s)] - self.urgent_s).tolist()
+        others = queue.remaining[waiting & ~queue.on_time & ~queue.critical]
+        longest = float(others.max()) if len(others) else 0.0
         if 0.0 < longest < drain < math.inf:
             times.append(view.now + drain - longest)
         return min(times, default=None)
@@ -327,9 +343,10 @@ class Singularity(PolicyBase):
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._const, self._roster, self._last_queue = view.history, {}, {}, Roster(), []
+            self._history, self._moved, self._const, self._roster = view.history, {}, {}, Roster()
+            self._table = Table()
         by_id = self._roster.sync(view)
-        waiting = self._waiting_ids()
+        waiting = list(self._roster.waiting)
         # Rule 8's drain time costs a walk over every active job, and decides something only when
         # jobs contend for GPUs: a pass whose waiting jobs all start on free GPUs, with no elastic
         # job to grow, is planned without it (it could change only which free GPUs each takes),
@@ -337,10 +354,10 @@ class Singularity(PolicyBase):
         drain: float | None = None
         if self._roster.elastic or self._contended(view, by_id, waiting):
             drain = self._drain(view, by_id)
-        plan, queued, free, calm = self._pass(view, by_id, waiting, drain)
+        plan, queue, free, calm = self._pass(view, by_id, waiting, drain)
         if not calm and drain is None:
             drain = self._drain(view, by_id)
-            plan, queued, free, _ = self._pass(view, by_id, waiting, drain)
+            plan, queue, free, _ = self._pass(view, by_id, waiting, drain)
         for jid in plan.allocations:
             if by_id[jid].allocation:
                 self._moved[jid] = view.now
@@ -348,14 +365,16 @@ class Singularity(PolicyBase):
             if jid not in by_id:
                 self._moved.pop(jid, None)
                 self._const.pop(jid, None)
-        self._due = self._next_due(view, queued, plan, free, math.inf if drain is None else drain)
+                self._table.drop(jid)
+        self._due = self._next_due(view, queue, plan, free, math.inf if drain is None else drain)
         return plan
 
     def _pass(self, view: ClusterView, by_id: Mapping[str, JobStatus], waiting: list[str],
-              drain: float | None) -> tuple[Plan, list[Facts], list[int], bool]:
+              drain: float | None) -> tuple[Plan, ServeOrder, list[int], bool]:
         """Rules 1-8 over the waiting jobs (``drain``: rule 8's drain time; None: not
-        evaluated). Returns the plan, the waiting jobs' facts in serve order, the GPUs left free,
-        and whether the pass was calm: every waiting job started or rejected, nothing reclaimed."""
+        evaluated). Returns the plan, the waiting jobs in serve order, the GPUs left free, and
+        whether the pass was calm: every waiting job started or rejected, nothing reclaimed. A
+        waiting job's facts are computed only if it is tried (not one skipped for want of GPUs)."""
         facts: dict[str, Facts] = {}  # this pass's of running jobs, computed on first need
 
         def judged(f: Facts) -> Facts:
@@ -370,18 +389,21 @@ class Singularity(PolicyBase):
         plan = Plan()
         free = list(view.free_gpus)
         total = self._shape(view).total_gpus
-        pool = Victims(lambda: [fact(j) for j in self._roster.running])
+        pool = Victims(by_id, lambda: self._victim_order(view, by_id, drain), fact, self._roster.elastic)
         reclaims, left, calm = 0, sum(free), True
-        queued = sorted([judged(self._facts(view, by_id[j])) for j in waiting], key=Facts.serve_key)
-        self._last_queue = [f.job_id for f in queued]
-        for w in queued:
-            smallest = self._const[w.job_id].smallest
+        queue = self._serve_order(view, by_id, waiting, drain)
+        tried: list[Facts] = []
+        for jid in queue.ids:
+            c = self._const[jid]
+            smallest = c.smallest
             if smallest > total:  # rule 1
-                plan.reject[w.job_id] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
+                plan.reject[jid] = f"needs {smallest} GPUs at its smallest; the cluster has {total}"
                 continue
-            if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(w.rank, math.inf)):
+            if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(c.rank, math.inf)):
                 calm = False
                 continue  # nothing free for it and reclaiming could not serve a job as small
+            w = judged(self._facts(view, by_id[jid]))
+            tried.append(w)
             staged = self._admit(view, w, free, pool, plan)
             reclaims += staged.cost_gpus > 0
             calm = calm and staged.cost_gpus == 0 and w.job_id in staged.changes
@@ -393,10 +415,11 @@ class Singularity(PolicyBase):
         if left > 0 and reclaims:
             self._rehouse(by_id, plan, free)
             left = sum(free)
-        if left > 0 and (self._roster.elastic or any(f.job_id in plan.allocations for f in queued)):
-            self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations]
-                       + [f for f in queued if f.job_id in plan.allocations], free, plan)
-        return plan, queued, free, calm
+        started = [f for f in tried if f.job_id in plan.allocations]
+        if left > 0 and (self._roster.elastic or started):
+            self._grow(view, [fact(j) for j in self._roster.elastic if j not in plan.allocations] + started,
+                       free, plan)
+        return plan, queue, free, calm
 
     @staticmethod
     def _rehouse(by_id: Mapping[str, JobStatus], plan: Plan, free: list[int]) -> None:
@@ -429,23 +452,32 @@ class Singularity(PolicyBase):
         up)."""
         shape = self._shape(view)
         up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
-        work = 0.0
-        for st in by_id.values():
-            spec = st.spec
-            c = self._const.get(spec.job_id) or self._constants(view, st)
-            if c.rate_req > 0:
-                work += (spec.work - st.work_done_at(view.now)) / c.rate_req * spec.requested_workers * spec.gpus_per_worker
+        for jid, st in by_id.items():
+            if jid not in self._const:
+                self._constants(view, st)
+        now = view.now
+        work = self._table.drain_work(list(by_id), [st.work_done_at(now) for st in by_id.values()])
         return work / up if up > 0 else math.inf
 
-    def _waiting_ids(self) -> list[str]:
-        """The waiting jobs' ids, those of the last pass first in its serve order (so that the
-        sort, whose result does not depend on its input's order, has little to do)."""
-        waiting = self._roster.waiting
-        ids = [j for j in self._last_queue if j in waiting]
-        if len(ids) < len(waiting):
-            known = set(ids)
-            ids += [j for j in waiting if j not in known]
-        return ids
+    def _serve_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
+                     drain: float | None) -> ServeOrder:
+        """The waiting jobs ``ids`` in serve order (rule 2; ``Facts.serve_key``), from the table."""
+        for jid in ids:
+            if jid not in self._const:
+                self._constants(view, by_id[jid])
+        now = view.now
+        return self._table.serve_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
+                                       self.allowance_s, drain)
+
+    def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
+        """The running jobs in victim order (rule 3; ``Facts.victim_key``), from the table."""
+        ids = list(self._roster.running)
+        for jid in ids:
+            if jid not in self._const:
+                self._constants(view, by_id[jid])
+        now = view.now
+        return self._table.victim_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
+                                        self.allowance_s, drain)
 
     # ------------------------------------------------------------------------------ rules 2-6
     def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
@@ -464,18 +496,35 @@ class Singularity(PolicyBase):
                 return self._start(s, w, spread, f"started on {n} workers")
             self._time_slice(view, w, s)
             return s
-        lower = [v for v in pool.running[:pool.below(w.rank)] if v.job_id not in plan.allocations]
-        if spread is None and sum(s.free) >= n * gpw and self._defragment(view, w, s, lower):
+        taken = plan.allocations
+        if spread is None and sum(s.free) >= n * gpw and self._defragment(
+                view, w, s, pool.candidates(pool.below(w.rank), lambda i, j: j not in taken)):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
+        count, critical = pool.below(w.rank), pool.order().critical
         if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
-            lower = [v for v in pool.running[:pool.below(w.rank + 1)] if v.job_id not in plan.allocations
-                     and not (w.leads and v.critical)]
-        steps: tuple[tuple[str, list[Facts]], ...] = (("give back", [v for v in pool.grown if v.job_id not in plan.allocations]),
-                 ("shrink", lower), ("time-slice", []), ("preempt", lower))
+            count = pool.below(w.rank + 1)
+
+        def lower(i: int, j: str) -> bool:
+            return j not in taken and not (w.leads and critical[i])
+
+        shrinkable, fixed = pool.shrinkable(), pool.unpreemptable
+
+        def can_shrink(i: int, j: str) -> bool:  # above its smallest size (a staging only shrinks)
+            return j in shrinkable and lower(i, j)
+
+        def can_preempt(i: int, j: str) -> bool:
+            return j not in fixed and lower(i, j)
+
+        steps: tuple[tuple[str, Iterable[Facts]], ...] = (
+            ("give back", pool.grown(lambda j: j not in taken)), ("shrink", pool.candidates(count, can_shrink)),
+            ("time-slice", ()), ("preempt", pool.candidates(count, can_preempt)))
         for step, victims in steps:
             if step == "time-slice" and self._time_slice(view, w, s):
                 break
             for v in victims:
+                if step == "preempt" and (self._held(v, view.now) or not self._touchable(view, v, EMPTY)):
+                    fixed.add(v.job_id)  # rule 4 with no margin: no waiting job of this pass may preempt it
+                    continue
                 if self._reclaim(view, step, w, v, s):
                     got = place(s.free, n, gpw)
                     if got is not None and self._meets(view, w, got):
@@ -516,7 +565,7 @@ class Singularity(PolicyBase):
                     return False
             else:
                 to = 0
-        new = _without(have, n - to)
+        new = _without(have, n - to) if to else EMPTY
         margin = max(w.slack_s, 0.0) + self.min_hold_s if v.rank == w.rank and step != "give back" else 0.0
         if not self._touchable(view, v, new, margin):
             return False
@@ -542,7 +591,7 @@ class Singularity(PolicyBase):
             return False
         return False
 
-    def _defragment(self, view: ClusterView, w: Facts, s: Staging, candidates: list[Facts]) -> bool:
+    def _defragment(self, view: ClusterView, w: Facts, s: Staging, candidates: Iterable[Facts]) -> bool:
         """Rule 5: migrate one running job off a node so that the waiting job fits."""
         spec, gpw = w.st.spec, w.st.spec.gpus_per_worker
         nodes = sorted(range(len(s.free)), key=lambda i: (-s.free[i], i))
@@ -638,6 +687,7 @@ class Singularity(PolicyBase):
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
                                                counts[0] * spec.gpus_per_worker)
+        self._table.add(st.job_id, c, spec.work, spec.arrival_s, spec.requested_workers, spec.gpus_per_worker)
         return c
 
     def _shape(self, view: ClusterView) -> Shape:

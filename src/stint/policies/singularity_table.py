@@ -1,0 +1,173 @@
+"""Singularity's per-job constants as columns, for the two walks a pass makes over many jobs.
+
+Under contention a ``singularity`` pass puts the running jobs in victim order (rule 3) and sums
+the drain time over every active job (rule 8). Done one Python step per job, these two walks
+were most of a pass in a congested cluster (a thousand running jobs, a pass every few seconds).
+Here each job's constants are a row of NumPy columns, added when the policy first sees the job
+and dropped when it leaves, and a pass computes the quantities the two walks need for all of its
+jobs at once from their progress (``work_done_at(now)``, read from the view each pass: progress
+is never cached, so a view whose statuses are rebuilt every step, as the live cache's are for jobs
+counting declared steps, is read as it is).
+
+Every quantity is computed with the operations, in the order, of the policy's per-job formulas
+(``Singularity._facts``, ``stint.model.sla.attainment``), so each element is the same float, and
+the drain time is summed sequentially in the view's order as the per-job loop summed it: the
+order and the drain time are the very ones the per-job code found (``tests/policies/
+test_singularity_table.py`` compares them on random jobs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+_COLUMNS = ("rank", "target", "rate_req", "top", "ideal", "deadline", "work", "arrival", "workers", "gpw")
+
+
+@dataclass(frozen=True, slots=True)
+class Constants:
+    """What the rules read of a job that stays the same while it is active (kept per job id)."""
+
+    rank: int
+    target: float | None
+    rate_req: float  # work units/s at the requested size, packed on the fewest nodes
+    rate_top: float  # at its largest size
+    ideal_s: float  # its whole work at ``rate_req``
+    deadline_s: float | None  # the latest finish meeting its target (None: it has none)
+    smallest: int  # GPUs at its smallest size (rule 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOrder:
+    """Waiting jobs in serve order (rule 2), with each one's slack and remaining ideal time and
+    whether it is on time and critical (rule 8), position by position."""
+
+    ids: list[str]
+    slack: np.ndarray
+    remaining: np.ndarray
+    on_time: np.ndarray
+    critical: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class VictimOrder:
+    """Running jobs in victim order (rule 3), with each one's tier rank and whether it is
+    critical (rule 8), position by position."""
+
+    ids: list[str]
+    ranks: np.ndarray  # ascending (the order's first key)
+    critical: list[bool]
+
+
+class Table:
+    """Per-job constants, one row per job id (rows are reused when jobs leave)."""
+
+    def __init__(self) -> None:
+        self.row: dict[str, int] = {}
+        self._spare: list[int] = []
+        self._cap = 0
+        self.rank = np.zeros(0, dtype=np.int64)
+        self.target = self.rate_req = self.top = self.ideal = self.deadline = np.zeros(0)
+        self.work = self.arrival = self.workers = self.gpw = np.zeros(0)
+        self.jid = np.zeros(0, dtype="U16")
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def add(self, job_id: str, c: Constants, work: float, arrival_s: float, workers: int,
+            gpus_per_worker: int) -> None:
+        """Add (or replace) the row of ``job_id``: its constants, work, arrival, requested
+        workers and GPUs per worker."""
+        i = self.row.get(job_id)
+        if i is None:
+            i = self._spare.pop() if self._spare else self._grow()
+            self.row[job_id] = i
+        if len(job_id) > self.jid.dtype.itemsize // 4:
+            self.jid = self.jid.astype(f"U{max(len(job_id), 2 * (self.jid.dtype.itemsize // 4))}")
+        self.rank[i], self.target[i], self.rate_req[i], self.top[i] = c.rank, c.target or 0.0, c.rate_req, c.rate_top
+        self.ideal[i], self.deadline[i] = c.ideal_s, math.nan if c.deadline_s is None else c.deadline_s
+        self.work[i], self.arrival[i], self.jid[i] = work, arrival_s, job_id
+        self.workers[i], self.gpw[i] = workers, gpus_per_worker
+
+    def drop(self, job_id: str) -> None:
+        i = self.row.pop(job_id, None)
+        if i is not None:
+            self._spare.append(i)
+
+    def _grow(self) -> int:
+        i, cap = self._cap, max(64, 2 * self._cap)
+        for name in _COLUMNS:
+            col = getattr(self, name)
+            new = np.zeros(cap, dtype=col.dtype)
+            new[:i] = col[:i]
+            setattr(self, name, new)
+        jid = np.zeros(cap, dtype=self.jid.dtype)
+        jid[:i] = self.jid[:i]
+        self.jid, self._cap = jid, cap
+        self._spare.extend(range(cap - 1, i, -1))
+        return i
+
+    def rows(self, ids: Sequence[str]) -> np.ndarray:
+        row = self.row
+        return np.fromiter((row[j] for j in ids), dtype=np.intp, count=len(ids))
+
+    def _quantities(self, r: np.ndarray, done: Sequence[float], now: float, restart_s: float, allowance_s: float,
+                    drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``r``'s work left, remaining ideal time, surplus and critical flag at ``now``
+        (``Singularity._facts``' formulas, operation by operation)."""
+        rate, ideal = self.rate_req[r], self.ideal[r]
+        left = self.work[r] - np.asarray(done, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            remaining = np.where(rate > 0, left / np.where(rate > 0, rate, 1.0), math.inf)
+            charged = np.maximum(now + restart_s + remaining - self.arrival[r], 0.0) - allowance_s
+            proj = np.where(np.isinf(ideal), 0.0, np.where(charged <= ideal, 1.0, ideal / charged))
+        critical = remaining > drain if drain is not None else np.zeros(len(r), dtype=bool)
+        return left, remaining, proj - self.target[r], critical
+
+    def victim_order(self, ids: Sequence[str], done: Sequence[float], now: float, restart_s: float,
+                     allowance_s: float, drain: float | None) -> VictimOrder:
+        """``ids`` (running jobs, ``done`` their work done at ``now``) in rule 3's order: lowest
+        tier, not critical before critical, largest surplus (shortest remaining among critical
+        ones), latest arrival, job id; as ``Facts.victim_key`` sorts them."""
+        if not ids:
+            return VictimOrder([], np.zeros(0, dtype=np.int64), [])
+        r = self.rows(ids)
+        _, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        rank = self.rank[r]
+        order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
+        return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist())
+
+    def serve_order(self, ids: Sequence[str], done: Sequence[float], now: float, restart_s: float,
+                    allowance_s: float, drain: float | None) -> ServeOrder:
+        """``ids`` (waiting jobs, ``done`` their work done) in rule 2's order: higher tier, on
+        time first, less slack among those, critical first and the longest remaining (among
+        the others), lowest projected attainment, earlier arrival, job id; as
+        ``Facts.serve_key`` sorts them."""
+        r = self.rows(ids)
+        left, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        due = self.deadline[r] - now - restart_s
+        timed = ~np.isnan(due)
+        top = self.top[r]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slack = np.where(timed, due - remaining, math.inf)
+            late = timed & ((top <= 0) | (due < left / np.where(top > 0, top, 1.0)))
+        on_time = timed & ~late
+        leads = critical & ~on_time
+        value = np.where(on_time, slack, np.where(leads, -remaining, surplus))
+        order = np.lexsort((self.jid[r], self.arrival[r], value, ~leads, ~on_time, -self.rank[r]))
+        return ServeOrder(self.jid[r][order].tolist(), slack[order], remaining[order], on_time[order],
+                          critical[order])
+
+    def drain_work(self, ids: Sequence[str], done: Sequence[float]) -> float:
+        """The remaining GPU-seconds at the requested size of ``ids`` (``done``: their work done),
+        summed in ``ids``' order (jobs without a rate left out)."""
+        if not ids:
+            return 0.0
+        r = self.rows(ids)
+        rate = self.rate_req[r]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(rate > 0, (self.work[r] - np.asarray(done, dtype=float)) / rate * self.workers[r] * self.gpw[r], 0.0)
+        return float(np.cumsum(terms)[-1]) + 0.0
