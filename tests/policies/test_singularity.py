@@ -366,8 +366,8 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
         waiting.sort(key=Facts.serve_key)
         queue = pol._serve_order(view, by_id, [st.job_id for st in sts if not st.allocation], drain)
         assert queue.ids == [f.job_id for f in waiting]
-        assert queue.slack.tolist() == [f.slack_s for f in waiting]
-        assert queue.remaining.tolist() == [f.remaining_s for f in waiting]
-        assert queue.on_time.tolist() == [f.on_time for f in waiting]
-        assert queue.critical.tolist() == [f.critical for f in waiting]
+        assert queue.slack == [f.slack_s for f in waiting]
+        assert queue.remaining == [f.remaining_s for f in waiting]
+        assert queue.on_time == [f.on_time for f in waiting]
+        assert queue.critical == [f.critical for f in waiting]
         assert {f.on_time for f in waiting} == {True, False} and any(f.late for f in waiting)

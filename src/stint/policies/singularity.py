@@ -101,6 +101,7 @@ from stint.policies.registry import register
 from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder
 
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
+FEW = 16  # up to this many waiting jobs, a pass sorts their facts (above, the table's columns)
 
 
 @dataclass(slots=True)
@@ -328,14 +329,14 @@ class Singularity(PolicyBase):
         remaining time (rule 8: at the soonest, the drain time less it from now), and only while
         a job waits or GPUs are idle."""
         done = plan.allocations.keys() | plan.reject.keys()
-        waiting = np.fromiter((j not in done for j in queue.ids), dtype=bool, count=len(queue.ids))
-        if not waiting.any() and sum(free) <= 0:
+        waiting = [i for i, j in enumerate(queue.ids) if j not in done]
+        if not waiting and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
-        slack = queue.slack[waiting]
-        times += (view.now + slack[np.isfinite(slack) & (slack > self.urgent_s)] - self.urgent_s).tolist()
-        others = queue.remaining[waiting & ~queue.on_time & ~queue.critical]
-        longest = float(others.max()) if len(others) else 0.0
+        times += [view.now + s - self.urgent_s for s in (queue.slack[i] for i in waiting)
+                  if math.isfinite(s) and s > self.urgent_s]
+        longest = max((queue.remaining[i] for i in waiting if not queue.on_time[i] and not queue.critical[i]),
+                      default=0.0)
         if 0.0 < longest < drain < math.inf:
             times.append(view.now + drain - longest)
         return min(times, default=None)
@@ -391,7 +392,11 @@ class Singularity(PolicyBase):
         total = self._shape(view).total_gpus
         pool = Victims(by_id, lambda: self._victim_order(view, by_id, drain), fact, self._roster.elastic)
         reclaims, left, calm = 0, sum(free), True
-        queue = self._serve_order(view, by_id, waiting, drain)
+        if len(waiting) > FEW:
+            queue, known = self._serve_order(view, by_id, waiting, drain), {}
+        else:  # the columns cost more than the facts of a few jobs
+            known = {f.job_id: f for f in (judged(self._facts(view, by_id[j])) for j in waiting)}
+            queue = _serve_order_of(sorted(known.values(), key=Facts.serve_key))
         tried: list[Facts] = []
         for jid in queue.ids:
             c = self._const[jid]
@@ -402,7 +407,7 @@ class Singularity(PolicyBase):
             if left < smallest and (reclaims >= self.max_reclaims or smallest >= pool.blocked.get(c.rank, math.inf)):
                 calm = False
                 continue  # nothing free for it and reclaiming could not serve a job as small
-            w = judged(self._facts(view, by_id[jid]))
+            w = known.get(jid) or judged(self._facts(view, by_id[jid]))
             tried.append(w)
             staged = self._admit(view, w, free, pool, plan)
             reclaims += staged.cost_gpus > 0
@@ -744,6 +749,12 @@ class Singularity(PolicyBase):
         return got
 
 
+
+
+def _serve_order_of(queued: list[Facts]) -> ServeOrder:
+    """The serve order of facts already sorted by ``Facts.serve_key``."""
+    return ServeOrder([f.job_id for f in queued], [f.slack_s for f in queued], [f.remaining_s for f in queued],
+                      [f.on_time for f in queued], [f.critical for f in queued])
 
 
 def _per_node(view: ClusterView, gpw: int) -> int:

@@ -46,10 +46,10 @@ class ServeOrder:
     whether it is on time and critical (rule 8), position by position."""
 
     ids: list[str]
-    slack: np.ndarray
-    remaining: np.ndarray
-    on_time: np.ndarray
-    critical: np.ndarray
+    slack: list[float]
+    remaining: list[float]
+    on_time: list[bool]
+    critical: list[bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +158,8 @@ class Table:
         leads = critical & ~on_time
         value = np.where(on_time, slack, np.where(leads, -remaining, surplus))
         order = np.lexsort((self.jid[r], self.arrival[r], value, ~leads, ~on_time, -self.rank[r]))
-        return ServeOrder(self.jid[r][order].tolist(), slack[order], remaining[order], on_time[order],
-                          critical[order])
+        return ServeOrder(self.jid[r][order].tolist(), slack[order].tolist(), remaining[order].tolist(),
+                          on_time[order].tolist(), critical[order].tolist())
 
     def drain_work(self, ids: Sequence[str], done: Sequence[float]) -> float:
         """The remaining GPU-seconds at the requested size of ``ids`` (``done``: their work done),
