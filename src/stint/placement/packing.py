@@ -33,12 +33,15 @@ def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) ->
     if isinstance(free, ScratchFree) and gpus_per_worker >= 1 and need >= 1:
         node = free.best_fit(need)
         return {node: workers} if node >= 0 else free.emptiest(workers, gpus_per_worker)
-    best, best_free = -1, 1 << 30
-    for i, f in enumerate(free):
-        if need <= f < best_free:
-            best, best_free = i, f
-    if best >= 0:
-        return {best: workers}
+    if need > 0 and need > sum(free):  # (sum and max run in C; a congested pass places often)
+        return None
+    if need <= 0 or max(free, default=-1) >= need:
+        best, best_free = -1, 1 << 30
+        for i, f in enumerate(free):
+            if need <= f < best_free:
+                best, best_free = i, f
+        if best >= 0:
+            return {best: workers}
     return emptiest(free, workers, gpus_per_worker)
 
 
@@ -63,7 +66,10 @@ def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Pla
     """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
     if isinstance(free, ScratchFree) and gpus_per_worker >= 1:
         return free.emptiest(workers, gpus_per_worker)
-    return in_order(free, workers, gpus_per_worker, sorted(range(len(free)), key=lambda i: -free[i]))
+    # Most free first, ties by index (a stable sort, reverse included); nodes with no room for a
+    # worker would take none.
+    room = [i for i, f in enumerate(free) if f >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))
+    return in_order(free, workers, gpus_per_worker, sorted(room, key=free.__getitem__, reverse=True))
 
 
 def in_order(free: Sequence[int], workers: int, gpw: int, order: Sequence[int]) -> Placement | None:
