@@ -74,12 +74,16 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    would change only which free GPUs each takes).
 Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
 pass: O(waiting log waiting + changed jobs + nodes) when each waiting job starts on free GPUs or
-is skipped (a job's constants are kept per id, the active jobs by state from ``changed``, the
-waiting ones sorted from the last pass's order); the running jobs' facts and victim order are
-computed only for a waiting job that does not fit the free GPUs, rule 7 only with GPUs free and
-an elastic job to grow, and rule 8's drain time (a walk over the active jobs) only under
-contention: O(jobs log jobs + waiting x running) in the worst case, bounded by
-``max_reclaims``.
+is skipped (a job's constants are kept per id, the active jobs by state from ``changed``); the
+running jobs' victim order is found only for a waiting job that does not fit the free GPUs, rule
+7 only with GPUs free and an elastic job to grow, and rule 8's drain time only under contention.
+The serve order (above ``FEW`` waiting jobs), the victim order and the drain time are computed
+on NumPy columns of the jobs' constants (``policies/singularity_table.py``: the same floats as
+the per-job formulas, in the same order), and a job's facts only when the pass tries it: a
+waiting job skipped for want of GPUs, or a victim no staging reaches, costs no Python step of its
+own. A victim rule 4 forbids preempting (held, or without the slack even with no margin) is
+skipped by every later waiting job of the pass. O(jobs log jobs + waiting x running) in the worst
+case, bounded by ``max_reclaims``.
 """
 
 from __future__ import annotations
