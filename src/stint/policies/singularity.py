@@ -106,6 +106,7 @@ from stint.policies.singularity_table import Constants, ServeOrder, Table, Victi
 
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 FEW = 16  # up to this many waiting jobs, a pass sorts their facts (above, the table's columns)
+NO_QUEUE = ServeOrder([], [], [], [], [])
 
 
 @dataclass(slots=True)
@@ -332,8 +333,7 @@ class Singularity(PolicyBase):
         slack falls under ``urgent_s`` (rule 6) or the drain time could fall under a waiting job's
         remaining time (rule 8: at the soonest, the drain time less it from now), and only while
         a job waits or GPUs are idle."""
-        done = plan.allocations.keys() | plan.reject.keys()
-        waiting = [i for i, j in enumerate(queue.ids) if j not in done]
+        waiting = [i for i, j in enumerate(queue.ids) if j not in plan.allocations and j not in plan.reject]
         if not waiting and sum(free) <= 0:
             return None
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
@@ -396,8 +396,11 @@ class Singularity(PolicyBase):
         total = self._shape(view).total_gpus
         pool = Victims(by_id, lambda: self._victim_order(view, by_id, drain), fact, self._roster.elastic)
         reclaims, left, calm = 0, sum(free), True
-        if len(waiting) > FEW:
-            queue, known = self._serve_order(view, by_id, waiting, drain), {}
+        known: dict[str, Facts] = {}
+        if not waiting:
+            queue = NO_QUEUE
+        elif len(waiting) > FEW:
+            queue = self._serve_order(view, by_id, waiting, drain)
         else:  # the columns cost more than the facts of a few jobs
             known = {f.job_id: f for f in (judged(self._facts(view, by_id[j])) for j in waiting)}
             queue = _serve_order_of(sorted(known.values(), key=Facts.serve_key))
@@ -462,8 +465,8 @@ class Singularity(PolicyBase):
         shape = self._shape(view)
         up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
         for jid, st in by_id.items():
-            if jid not in self._const:
-                self._constants(view, st)
+            if jid not in self._table.row:
+                self._tabled(view, st)
         now = view.now
         work = self._table.drain_work(list(by_id), [st.work_done_at(now) for st in by_id.values()])
         return work / up if up > 0 else math.inf
@@ -472,8 +475,8 @@ class Singularity(PolicyBase):
                      drain: float | None) -> ServeOrder:
         """The waiting jobs ``ids`` in serve order (rule 2; ``Facts.serve_key``), from the table."""
         for jid in ids:
-            if jid not in self._const:
-                self._constants(view, by_id[jid])
+            if jid not in self._table.row:
+                self._tabled(view, by_id[jid])
         now = view.now
         return self._table.serve_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
                                        self.allowance_s, drain)
@@ -482,8 +485,8 @@ class Singularity(PolicyBase):
         """The running jobs in victim order (rule 3; ``Facts.victim_key``), from the table."""
         ids = list(self._roster.running)
         for jid in ids:
-            if jid not in self._const:
-                self._constants(view, by_id[jid])
+            if jid not in self._table.row:
+                self._tabled(view, by_id[jid])
         now = view.now
         return self._table.victim_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
                                         self.allowance_s, drain)
@@ -696,8 +699,13 @@ class Singularity(PolicyBase):
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
                                                counts[0] * spec.gpus_per_worker)
-        self._table.add(st.job_id, c, spec.work, spec.arrival_s, spec.requested_workers, spec.gpus_per_worker)
         return c
+
+    def _tabled(self, view: ClusterView, st: JobStatus) -> None:
+        """Put a job's constants in the table (on a pass's first need: a calm run never does)."""
+        spec = st.spec
+        c = self._const.get(spec.job_id) or self._constants(view, st)
+        self._table.add(spec.job_id, c, spec.work, spec.arrival_s, spec.requested_workers, spec.gpus_per_worker)
 
     def _shape(self, view: ClusterView) -> Shape:
         """What the pass reads of the cluster, found once per cluster (a ``Cluster`` is immutable)."""
