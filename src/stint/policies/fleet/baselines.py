@@ -19,14 +19,17 @@ class Static:
     def plan(self, view: FleetView) -> GlobalPlan:
         plan = GlobalPlan()
         fleet = view.fleet
+        usable: dict[str, list[ClusterState]] = {}  # per region (a job held while its region is down costs O(1))
+        for c in view.clusters:
+            if c.available:
+                usable.setdefault(fleet.clusters[c.index].region, []).append(c)
         for p in view.pending:
             job = p.job
             home = view.clusters[job.data_cluster]
             if fits(fleet, home, job):
                 plan.place[job.job_id] = home.index
                 continue
-            region = [c for c in view.clusters
-                      if fleet.clusters[c.index].region == job.home_region and fits(fleet, c, job)]
+            region = [c for c in usable.get(job.home_region, ()) if fits(fleet, c, job)]
             if region:
                 plan.place[job.job_id] = min(region, key=lambda c: (c.expected_wait_s(job.gpus), c.index)).index
         return plan
