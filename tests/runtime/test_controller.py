@@ -202,6 +202,21 @@ def test_a_job_without_the_sdk_restarts_from_scratch_when_preempted(
     assert job.failures == 0 and job.preemptions == 1  # not the job's fault: no retry used
 
 
+def test_a_resize_or_a_migration_is_not_counted_as_a_preemption(h: Harness, tmp_path: Path) -> None:
+    """Stopping a job to resize or move it is not a preemption: the job's ``preemptions`` (shown
+    by ``stint show`` and the API) stays 0, as the simulator counts it (its records keep
+    resizes and migrations apart; a preemption still counts:
+    ``test_a_job_without_the_sdk_restarts_from_scratch_when_preempted``)."""
+    a = h.submit(counter_cmd(100_000, tmp_path / "a"), gpus=2)
+    h.run_until(a, lambda j: j.state == "running", "a to run")
+    h.store.request(a, h.caller, "resize", "1", time.time(), pin_workers=1)
+    job = h.run_until(a, lambda j: j.attempt == 2 and j.state == "running", "the resized attempt")
+    assert "resize" in h.store.transitions(a)[-3].reason
+    assert job.preemptions == 0
+    h.store.request(a, h.caller, "cancel", "", time.time(), cancel_requested=True)
+    h.run_until(a, lambda j: j.state == "cancelled", "the cancel")
+
+
 def test_a_resync_reports_exactly_the_rows_that_changed(h: Harness) -> None:
     """The cache's periodic full reload keeps ``changed`` exact and the stream (the policy's
     index) valid; only an invalidation (a failed step, a restart) bumps the stream."""

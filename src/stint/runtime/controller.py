@@ -332,8 +332,9 @@ class Controller:
         elif e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED):
             why = job.stop_purpose or "stopped"
             how = "checkpointed" if e.outcome is Outcome.CHECKPOINTED else "stopped without a checkpoint"
+            moved = job.stop_purpose in ("resize", "migrate")  # a resize or move is no preemption
             record_transition(s, job, S.PREEMPTED, now, f"{why}: {how} ({e.reason})",
-                              preemptions=job.preemptions + 1, **common)
+                              preemptions=job.preemptions + (not moved), **common)
         else:
             self._worker_failed(s, job, f"{e.reason} [exit codes {codes}]", now, common,
                                 EXIT_CANNOT_RUN in e.exit_codes.values())
