@@ -15,7 +15,7 @@ from rt_helpers import counter_cmd, wait_for
 from stint.policies import make
 from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.local import LocalExecutor
-from stint.runtime.store import Caller, NewJob, Store, record_transition
+from stint.runtime.store import Caller, NewJob, Store, load_alloc, record_transition
 from stint.runtime.tables import Job
 
 
@@ -202,17 +202,21 @@ def test_a_job_without_the_sdk_restarts_from_scratch_when_preempted(
     assert job.failures == 0 and job.preemptions == 1  # not the job's fault: no retry used
 
 
-def test_a_resize_or_a_migration_is_not_counted_as_a_preemption(h: Harness, tmp_path: Path) -> None:
+def test_a_resize_is_no_preemption_and_a_preempted_pinned_job_resumes(h: Harness, tmp_path: Path) -> None:
     """Stopping a job to resize or move it is not a preemption: the job's ``preemptions`` (shown
     by ``stint show`` and the API) stays 0, as the simulator counts it (its records keep
-    resizes and migrations apart; a preemption still counts:
-    ``test_a_job_without_the_sdk_restarts_from_scratch_when_preempted``)."""
+    resizes and migrations apart)."""
     a = h.submit(counter_cmd(100_000, tmp_path / "a"), gpus=2)
     h.run_until(a, lambda j: j.state == "running", "a to run")
     h.store.request(a, h.caller, "resize", "1", time.time(), pin_workers=1)
     job = h.run_until(a, lambda j: j.attempt == 2 and j.state == "running", "the resized attempt")
     assert "resize" in h.store.transitions(a)[-3].reason
     assert job.preemptions == 0
+    # An operator's preemption counts, and the pinned job resumes (the policy is asked when it
+    # has stopped: it once stayed preempted, the stop being taken for one the plan had made).
+    h.store.request(a, h.caller, "preempt", "", time.time(), preempt_requested=True)
+    job = h.run_until(a, lambda j: j.attempt == 3 and j.state == "running", "the attempt after the preemption")
+    assert job.preemptions == 1 and load_alloc(job.allocation).num_workers == 1
     h.store.request(a, h.caller, "cancel", "", time.time(), cancel_requested=True)
     h.run_until(a, lambda j: j.state == "cancelled", "the cancel")
 

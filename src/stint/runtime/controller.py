@@ -58,7 +58,9 @@ EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / n
 
 
 # A stop in progress keeps its purpose unless a stronger one comes (``Controller._stop``).
-_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "reject": 3, "cancel": 4}
+# "operator" is a preemption an operator asked for (``stint preempt``): the plan did not count on
+# it, so its end is news to the policy (``_expected``), which decides when the job resumes.
+_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "operator": 2, "reject": 3, "cancel": 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +332,7 @@ class Controller:
             record_transition(s, job, S.REJECTED, now, job.reason, finished_at=now, target=None,
                               **common)
         elif e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED):
-            why = job.stop_purpose or "stopped"
+            why = "preempt" if job.stop_purpose == "operator" else job.stop_purpose or "stopped"
             how = "checkpointed" if e.outcome is Outcome.CHECKPOINTED else "stopped without a checkpoint"
             moved = job.stop_purpose in ("resize", "migrate")  # a resize or move is no preemption
             record_transition(s, job, S.PREEMPTED, now, f"{why}: {how} ({e.reason})",
@@ -381,7 +383,7 @@ class Controller:
             if job.preempt_requested:
                 job.preempt_requested = False
                 if job.state in (S.RUNNING, S.STARTING):
-                    self._stop(s, job, "preempt", now, effects, reason="preempt requested by operator")
+                    self._stop(s, job, "operator", now, effects, reason="preempt requested by operator")
             if job.to_cluster and not job.cancel_requested:
                 self._move_out(s, job, now, effects)
 
@@ -745,9 +747,10 @@ _NOTES = NOTE_COLUMNS
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:
-    """An exit the controller caused: a checkpoint (or kill) it asked for."""
+    """An exit the controller caused: a checkpoint (or kill) its plan asked for (not one an
+    operator asked for: the policy has not planned what follows it)."""
     return (job is not None and job.attempt == e.attempt and job.state == S.CHECKPOINTING
-            and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED))
+            and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED) and job.stop_purpose != "operator")
 
 
 def _pinned(job: Job) -> bool:

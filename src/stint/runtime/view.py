@@ -54,13 +54,16 @@ def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
     if d["deadline_s"] is not None:
         utility = DeadlineUtility(d["priority"], d["deadline_s"])
     est = d["est_s"]
+    # An operator's pin of the worker count (``stint resize``) is the size the policy plans it at.
+    pin = d.get("pin_workers")  # (absent from a row built in this process and never loaded)
+    gpus, low, high = (pin, pin, pin) if pin else (d["gpus"], d["min_gpus"], d["max_gpus"])
     return JobSpec(
         job_id=str(d["id"]),
         arrival_s=max(0.0, d["submitted_at"] - epoch),
         work=est if est else LIVE_DEFAULT_WORK_S,
-        requested_workers=d["gpus"],
-        min_workers=d["min_gpus"],
-        max_workers=d["max_gpus"],
+        requested_workers=gpus,
+        min_workers=low,
+        max_workers=high,
         worker_demand=_ONE_GPU,
         application=d["name"] or "job",
         utility=utility,
@@ -68,7 +71,7 @@ def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
         tier=_TIERS[d["tier"]],
         user=user,
         duration_s=est,
-        worker_counts=worker_counts(d["gpus"], d["min_gpus"], d["max_gpus"], d["logical_ranks"]),
+        worker_counts=worker_counts(gpus, low, high, d["logical_ranks"]),
     )
 
 
