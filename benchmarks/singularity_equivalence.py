@@ -13,7 +13,8 @@ tiers premium 10 % / standard 30 % / basic 60 %, reservation peak=0.3,start=9,en
 ``fleet10`` (10 clusters, 10,000 GPUs, 10,000 jobs, global ``gain``), ``fleet30`` (30
 clusters, 100,000 GPUs, 30,000 jobs) and ``fleetwarm`` (``fleet10``'s fleet in its steady state,
 20,000 jobs, region r0 down for 6 hours from a third of the arrival window: the congested regime,
-``benchmarks/fleet_scale.py --warm --outage-h 6``).
+``benchmarks/fleet_scale.py --warm --outage-h 6``) and ``fleetbig`` (the same with 3 clusters of
+416 nodes, the size of the bar's clusters, one per region).
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ WORKLOADS: dict[str, Callable[[], Callable[[Factory], tuple[str, int]]]] = {
     "fleet10": lambda: fleet(10, 10_000, 10_000),
     "fleet30": lambda: fleet(30, 100_000, 30_000),
     "fleetwarm": lambda: fleet(10, 10_000, 20_000, warm=True, outage_h=6),
+    "fleetbig": lambda: fleet(3, 9_984, 20_000, warm=True, outage_h=6),
 }
 
 

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from stint.model import Allocation, Cluster, JobSpec, Plan
-from stint.placement.free_index import FreeIndex, ScratchFree
+from stint.placement.free_index import FreeIndex, RoomFree, ScratchFree
 from stint.placement.ledger import Ledger
 from stint.placement.packing import consolidated, emptiest, give, place, take
 from stint.policies import make
@@ -49,6 +49,30 @@ def test_index_placement_picks_the_same_nodes_as_the_scan(seed: int) -> None:
             if rng.random() < 0.3:
                 give(scratch, got, gpw)
                 give(plain, got, gpw)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_placement_on_the_nodes_with_room_picks_the_same_nodes_as_the_scan(seed: int) -> None:
+    # RoomFree keeps the nodes with any GPU free; consolidated and emptiest look only at them.
+    rng = random.Random(seed)
+    plain = [rng.choice([0, 0, 0, 1, 2, 4, 8]) for _ in range(rng.randint(1, 40))]
+    room = RoomFree(plain)
+    for _ in range(30):
+        gpw = rng.choice([1, 1, 2, 4])
+        workers = rng.randint(0, 12)
+        for fn in (consolidated, emptiest):
+            want, got = fn(plain, workers, gpw), fn(room, workers, gpw)
+            assert got == want and (want is None or list(got or {}) == list(want))
+        got = place(plain, workers, gpw)
+        if got is not None:
+            take(room, got, gpw)
+            take(plain, got, gpw)
+            if rng.random() < 0.3:
+                give(room, got, gpw)
+                give(plain, got, gpw)
+        if rng.random() < 0.05:
+            plain[:] = room[:] = [rng.choice([0, 8]) for _ in plain]
+        assert room == plain and room.room == {i for i, f in enumerate(plain) if f > 0}
 
 
 def test_scratch_writes_never_reach_the_ledger() -> None:

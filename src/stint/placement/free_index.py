@@ -11,14 +11,18 @@ index, read-only, plus the nodes the pass changed (copy on write). ``best_fit`` 
 same free list would (least free GPUs that fit, then lowest index; most free first, ties by lower
 index), in time bounded by the GPUs per node, the nodes the pass changed and the nodes returned,
 not by the size of the cluster.
+
+``RoomFree`` is a plain free list that also keeps the nodes with any GPU free, so that placing
+on it looks only at those.
 """
 
 from __future__ import annotations
 
 import heapq
+import operator
 from bisect import bisect_left, insort
-from collections.abc import Iterator, MutableSequence, Sequence
-from typing import overload
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
+from typing import SupportsIndex, overload
 
 
 class FreeIndex:
@@ -127,3 +131,35 @@ class ScratchFree(MutableSequence[int]):
             if not left:
                 return out
         return None
+
+
+class RoomFree(list[int]):
+    """Free GPUs per node (a plain list to read) that also keeps the nodes with any GPU free:
+    placement there (``packing.consolidated``, ``packing.emptiest``) looks only at those, which
+    are few in a congested cluster, and finds what a scan of every node would (a node with no
+    GPU free never takes a worker). For a staging that frees GPUs one victim at a time and
+    tries to place after each."""
+
+    def __init__(self, free: Iterable[int]) -> None:
+        super().__init__(free)
+        self.room = {i for i, f in enumerate(self) if f > 0}
+
+    @overload
+    def __setitem__(self, i: SupportsIndex, value: int) -> None: ...
+    @overload
+    def __setitem__(self, i: slice, value: Iterable[int]) -> None: ...
+    def __setitem__(self, i: SupportsIndex | slice, value: int | Iterable[int]) -> None:
+        super().__setitem__(i, value)  # type: ignore[index, assignment]
+        if isinstance(i, slice):
+            self.room = {j for j, f in enumerate(self) if f > 0}
+            return
+        j = operator.index(i)
+        j = j + len(self) if j < 0 else j
+        if self[j] > 0:
+            self.room.add(j)
+        else:
+            self.room.discard(j)
+
+    def nodes(self) -> list[int]:
+        """The nodes with any GPU free, in index order."""
+        return sorted(self.room)

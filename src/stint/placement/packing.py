@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from stint.model.allocation import EMPTY, Allocation
 from stint.model.job import JobSpec
-from stint.placement.free_index import ScratchFree
+from stint.placement.free_index import RoomFree, ScratchFree
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,6 +33,14 @@ def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) ->
     if isinstance(free, ScratchFree) and gpus_per_worker >= 1 and need >= 1:
         node = free.best_fit(need)
         return {node: workers} if node >= 0 else free.emptiest(workers, gpus_per_worker)
+    if isinstance(free, RoomFree) and gpus_per_worker >= 1 and need >= 1:  # only nodes with room
+        nodes = free.nodes()
+        best, best_free = -1, 1 << 30
+        for i in nodes:
+            f = free[i]
+            if need <= f < best_free:
+                best, best_free = i, f
+        return {best: workers} if best >= 0 else emptiest(free, workers, gpus_per_worker)
     if need > 0 and need > sum(free):  # (sum and max run in C; a congested pass places often)
         return None
     if need <= 0 or max(free, default=-1) >= need:
@@ -66,6 +74,9 @@ def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Pla
     """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
     if isinstance(free, ScratchFree) and gpus_per_worker >= 1:
         return free.emptiest(workers, gpus_per_worker)
+    if isinstance(free, RoomFree) and gpus_per_worker >= 1:
+        with_room = [i for i in free.nodes() if free[i] >= gpus_per_worker]
+        return in_order(free, workers, gpus_per_worker, sorted(with_room, key=free.__getitem__, reverse=True))
     # Most free first, ties by index (a stable sort, reverse included); nodes with no room for a
     # worker would take none.
     room = [i for i, f in enumerate(free) if f >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))

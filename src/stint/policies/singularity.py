@@ -98,7 +98,7 @@ from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
-from stint.placement.free_index import ScratchFree
+from stint.placement.free_index import RoomFree, ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
@@ -509,6 +509,7 @@ class Singularity(PolicyBase):
             self._time_slice(view, w, s)
             return s
         taken = plan.allocations
+        s.free = RoomFree(s.free)  # reclaiming places after each victim: on the nodes with room only
         if spread is None and sum(s.free) >= n * gpw and self._defragment(
                 view, w, s, pool.candidates(pool.below(w.rank), lambda i, j: j not in taken)):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
