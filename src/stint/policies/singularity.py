@@ -298,7 +298,7 @@ class Singularity(PolicyBase):
     """SLA tiers, no idle GPU, shrink / time-slice / preempt by tier (see the module docstring)."""
 
     name = "singularity"
-    lazy_progress = True  # reads progress only through work_done_at(now)
+    lazy_progress = True  # reads progress only through work_done_at(now) (and work_done_at_all)
 
     def __init__(self, restart_s: float = 30.0, min_hold_s: float = 300.0, premium: float = 0.95,
                  standard: float = 0.70, basic: float | None = None,
@@ -468,7 +468,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, st)
         now = view.now
-        work = self._table.drain_work(list(by_id), [st.work_done_at(now) for st in by_id.values()])
+        work = self._table.drain_work(list(by_id), JobStatus.work_done_at_all(list(by_id.values()), now))
         return work / up if up > 0 else math.inf
 
     def _serve_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
@@ -478,7 +478,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, by_id[jid])
         now = view.now
-        return self._table.serve_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
+        return self._table.serve_order(ids, JobStatus.work_done_at_all([by_id[j] for j in ids], now), now, self.restart_s,
                                        self.allowance_s, drain)
 
     def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
@@ -488,7 +488,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, by_id[jid])
         now = view.now
-        return self._table.victim_order(ids, [by_id[j].work_done_at(now) for j in ids], now, self.restart_s,
+        return self._table.victim_order(ids, JobStatus.work_done_at_all([by_id[j] for j in ids], now), now, self.restart_s,
                                         self.allowance_s, drain)
 
     # ------------------------------------------------------------------------------ rules 2-6

@@ -5,7 +5,7 @@ the drain time over every active job (rule 8). Done one Python step per job, the
 were most of a pass in a congested cluster (a thousand running jobs, a pass every few seconds).
 Here each job's constants are a row of NumPy columns, added when the policy first sees the job
 and dropped when it leaves, and a pass computes the quantities the two walks need for all of its
-jobs at once from their progress (``work_done_at(now)``, read from the view each pass: progress
+jobs at once from their progress (``JobStatus.work_done_at_all``, read from the view each pass: progress
 is never cached, so a view whose statuses are rebuilt every step, as the live cache's are for jobs
 counting declared steps, is read as it is).
 
@@ -114,7 +114,7 @@ class Table:
         row = self.row
         return np.fromiter((row[j] for j in ids), dtype=np.intp, count=len(ids))
 
-    def _quantities(self, r: np.ndarray, done: Sequence[float], now: float, restart_s: float, allowance_s: float,
+    def _quantities(self, r: np.ndarray, done: np.ndarray, now: float, restart_s: float, allowance_s: float,
                     drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Rows ``r``'s work left, remaining ideal time, surplus and critical flag at ``now``
         (``Singularity._facts``' formulas, operation by operation)."""
@@ -127,7 +127,7 @@ class Table:
         critical = remaining > drain if drain is not None else np.zeros(len(r), dtype=bool)
         return left, remaining, proj - self.target[r], critical
 
-    def victim_order(self, ids: Sequence[str], done: Sequence[float], now: float, restart_s: float,
+    def victim_order(self, ids: Sequence[str], done: np.ndarray, now: float, restart_s: float,
                      allowance_s: float, drain: float | None) -> VictimOrder:
         """``ids`` (running jobs, ``done`` their work done at ``now``) in rule 3's order: lowest
         tier, not critical before critical, largest surplus (shortest remaining among critical
@@ -140,7 +140,7 @@ class Table:
         order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
         return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist())
 
-    def serve_order(self, ids: Sequence[str], done: Sequence[float], now: float, restart_s: float,
+    def serve_order(self, ids: Sequence[str], done: np.ndarray, now: float, restart_s: float,
                     allowance_s: float, drain: float | None) -> ServeOrder:
         """``ids`` (waiting jobs, ``done`` their work done) in rule 2's order: higher tier, on
         time first, less slack among those, critical first and the longest remaining (among
@@ -161,7 +161,7 @@ class Table:
         return ServeOrder(self.jid[r][order].tolist(), slack[order].tolist(), remaining[order].tolist(),
                           on_time[order].tolist(), critical[order].tolist())
 
-    def drain_work(self, ids: Sequence[str], done: Sequence[float]) -> float:
+    def drain_work(self, ids: Sequence[str], done: np.ndarray) -> float:
         """The remaining GPU-seconds at the requested size of ``ids`` (``done``: their work done),
         summed in ``ids``' order (jobs without a rate left out)."""
         if not ids:
