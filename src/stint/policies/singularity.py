@@ -82,7 +82,8 @@ on NumPy columns of the jobs' constants (``policies/singularity_table.py``: the 
 the per-job formulas, in the same order), and a job's facts only when the pass tries it: a
 waiting job skipped for want of GPUs, or a victim no staging reaches, costs no Python step of its
 own. A victim rule 4 forbids preempting (held, or without the slack even with no margin) is
-skipped by every later waiting job of the pass. O(jobs log jobs + waiting x running) in the worst
+skipped by every later waiting job of the pass, and reclaiming places on the nodes with GPUs
+free only (``RoomFree``). O(jobs log jobs + waiting x running) in the worst
 case, bounded by ``max_reclaims``.
 """
 
