@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-import numpy as np
-
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
@@ -64,16 +62,6 @@ class JobStatus:
         if self.as_of_s is None:
             return self.work_done
         return min(self.spec.work, self.work_done + self.rate * (now - self.as_of_s))
-
-    @staticmethod
-    def work_done_at_all(statuses: Sequence[JobStatus], now: float) -> np.ndarray:
-        """``work_done_at(now)`` of every status, as one array (the same floats, without a
-        Python call per job: a congested pass reads thousands)."""
-        done = np.array([st.work_done for st in statuses], dtype=float)
-        as_of = np.array([st.as_of_s for st in statuses], dtype=float)  # None (not lazy): nan
-        rate = np.array([st.rate for st in statuses], dtype=float)
-        work = np.array([st.spec.work for st in statuses], dtype=float)
-        return np.where(np.isnan(as_of), done, np.minimum(work, done + rate * (now - as_of)))
 
     def attained_gpu_s_at(self, now: float) -> float:
         """GPU-seconds received by ``now`` (Tiresias' attained service)."""

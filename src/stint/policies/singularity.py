@@ -103,7 +103,7 @@ from stint.placement.free_index import RoomFree, ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
-from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder
+from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder, work_done_at
 
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 FEW = 16  # up to this many waiting jobs, a pass sorts their facts (above, the table's columns)
@@ -299,7 +299,7 @@ class Singularity(PolicyBase):
     """SLA tiers, no idle GPU, shrink / time-slice / preempt by tier (see the module docstring)."""
 
     name = "singularity"
-    lazy_progress = True  # reads progress only through work_done_at(now) (and work_done_at_all)
+    lazy_progress = True  # reads progress only through work_done_at(now) (also as one array: singularity_table)
 
     def __init__(self, restart_s: float = 30.0, min_hold_s: float = 300.0, premium: float = 0.95,
                  standard: float = 0.70, basic: float | None = None,
@@ -469,7 +469,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, st)
         now = view.now
-        work = self._table.drain_work(list(by_id), JobStatus.work_done_at_all(list(by_id.values()), now))
+        work = self._table.drain_work(list(by_id), work_done_at(list(by_id.values()), now))
         return work / up if up > 0 else math.inf
 
     def _serve_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
@@ -479,7 +479,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, by_id[jid])
         now = view.now
-        return self._table.serve_order(ids, JobStatus.work_done_at_all([by_id[j] for j in ids], now), now, self.restart_s,
+        return self._table.serve_order(ids, work_done_at([by_id[j] for j in ids], now), now, self.restart_s,
                                        self.allowance_s, drain)
 
     def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
@@ -489,7 +489,7 @@ class Singularity(PolicyBase):
             if jid not in self._table.row:
                 self._tabled(view, by_id[jid])
         now = view.now
-        return self._table.victim_order(ids, JobStatus.work_done_at_all([by_id[j] for j in ids], now), now, self.restart_s,
+        return self._table.victim_order(ids, work_done_at([by_id[j] for j in ids], now), now, self.restart_s,
                                         self.allowance_s, drain)
 
     # ------------------------------------------------------------------------------ rules 2-6

@@ -5,7 +5,7 @@ the drain time over every active job (rule 8). Done one Python step per job, the
 were most of a pass in a congested cluster (a thousand running jobs, a pass every few seconds).
 Here each job's constants are a row of NumPy columns, added when the policy first sees the job
 and dropped when it leaves, and a pass computes the quantities the two walks need for all of its
-jobs at once from their progress (``JobStatus.work_done_at_all``, read from the view each pass: progress
+jobs at once from their progress (``work_done_at``, read from the view each pass: progress
 is never cached, so a view whose statuses are rebuilt every step, as the live cache's are for jobs
 counting declared steps, is read as it is).
 
@@ -24,7 +24,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stint.policies.base import JobStatus
+
 _COLUMNS = ("rank", "target", "rate_req", "top", "ideal", "deadline", "work", "arrival", "workers", "gpw")
+
+
+def work_done_at(statuses: Sequence[JobStatus], now: float) -> np.ndarray:
+    """``st.work_done_at(now)`` of every status, as one array (the same floats, without a Python
+    call per job: a congested pass reads thousands)."""
+    done = np.array([st.work_done for st in statuses], dtype=float)
+    as_of = np.array([st.as_of_s for st in statuses], dtype=float)  # None (not lazy): nan
+    rate = np.array([st.rate for st in statuses], dtype=float)
+    work = np.array([st.spec.work for st in statuses], dtype=float)
+    return np.where(np.isnan(as_of), done, np.minimum(work, done + rate * (now - as_of)))
 
 
 @dataclass(frozen=True, slots=True)
