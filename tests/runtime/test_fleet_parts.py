@@ -87,6 +87,27 @@ def test_a_checkpoint_is_copied_and_verified(tmp_path: Path, liar: str) -> None:
         dst_server.shutdown()
 
 
+def test_a_second_fetch_for_a_move_already_copied_copies_nothing(tmp_path: Path) -> None:
+    # A control plane restarted during a copy asks again; its first request can reach the
+    # service after the job has started from the second's copy and written a checkpoint of its
+    # own: that late fetch of the same move must not swap the old checkpoint back in.
+    src_root, dst_root = tmp_path / "a", tmp_path / "b"
+    _ckpt(src_root, "7", {"step-1.ckpt": b"old"})
+    src_server, src = start_storage(src_root, SECRET)
+    dst_server, dst = start_storage(dst_root, SECRET)
+    try:
+        first = request_fetch(dst, "7", src, SECRET, migration="a->b@1.5")
+        (dst_root / "7" / "ckpt" / "step-2.ckpt").write_bytes(b"new")  # the job ran on b
+        assert request_fetch(dst, "7", src, SECRET, migration="a->b@1.5") == first
+        assert (dst_root / "7" / "ckpt" / "step-2.ckpt").read_bytes() == b"new"
+        assert not (dst_root / "7" / "ckpt.incoming").exists()
+        request_fetch(dst, "7", src, SECRET, migration="a->b@9.0")  # a later move copies again
+        assert not (dst_root / "7" / "ckpt" / "step-2.ckpt").exists()
+    finally:
+        src_server.shutdown()
+        dst_server.shutdown()
+
+
 def test_the_services_answer_only_the_fleets_secret(tmp_path: Path) -> None:
     # A job on the cluster's machine reaches both services' ports: without the secret it can
     # neither read nor replace another job's checkpoint, nor launch anything as anyone.

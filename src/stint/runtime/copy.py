@@ -10,7 +10,8 @@ the two clusters, not the control plane:
 - ``GET /v1/ckpt/JOB`` -> the manifest: every file's relative path, size and SHA-256;
 - ``GET /v1/ckpt/JOB/PATH`` -> one file's bytes;
 - ``GET /v1/log/JOB`` -> the job's log (``<dir>/JOB/log.txt``), its SHA-256 in ``X-Sha256``;
-- ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT", "owner": "alice"}`` -> pulls every
+- ``POST /v1/fetch`` ``{"job": "12", "source": "HOST:PORT", "owner": "alice", "migration": "M"}``
+  -> pulls every
   file of the source's manifest into ``<dir>/12/ckpt.incoming/``, checks each file's size and
   SHA-256 as it arrives, then the job's log likewise (the log of every attempt so far: the job's
   next attempt appends to it, so ``stint logs`` of a job that moved shows all its attempts),
@@ -19,7 +20,10 @@ the two clusters, not the control plane:
   ``<dir>/12/log.txt`` (old ones are removed) and answers ``{"bytes", "seconds", "files",
   "sha256"}`` (the checkpoint's: ``seconds`` from the first file asked to the last one verified;
   ``sha256`` over the manifest; the log is not counted). A mismatch or a lost source is a 502
-  naming the file; nothing is swapped in.
+  naming the file; nothing is swapped in. ``migration`` names the move the copy is for: a
+  fetch of a move already copied here answers that copy's report and copies nothing (a control
+  plane restarted during a copy asks again, and its first request may reach the service late,
+  after the job has started from the copy: it must not swap an old checkpoint in under it).
 
 Every call, the peers' included, carries the fleet's secret (``fleet_secret``); one without it is
 a 401, so no job can read or replace another's checkpoint or log through the service.
@@ -99,13 +103,17 @@ class _Turn:
 
 _TURNS: dict[tuple[Path, str], _Turn] = {}
 _TURNS_GUARD = threading.Lock()
+_DONE: dict[tuple[Path, str], tuple[str, CopyReport]] = {}  # (storage, job) -> its last move copied
 
 
-def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = None) -> CopyReport:
+def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = None,
+          migration: str = "") -> CopyReport:
     """Pull job ``job``'s checkpoint from the copy service at ``source`` into ``root``, for the
-    job's OS account ``owner`` (None: ours). Fetches
-    of one job into one storage run one at a time: a control plane restarted during a copy asks
-    again while the first may still run (the second then copies afresh, after it)."""
+    job's OS account ``owner`` (None: ours), for the move ``migration`` names. Fetches of one
+    job into one storage run one at a time, and one for a move already copied here copies
+    nothing (it answers that copy's report): a control plane restarted during a copy asks again
+    while the first request may still run, or reach the service after the job has started from
+    the second's copy (module docstring)."""
     if not _JOB.match(job):
         raise CopyError(f"bad job id {job!r}")
     key = (root, job)
@@ -114,7 +122,12 @@ def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = No
         turn.users += 1
     try:
         with turn.lock:
-            return _fetch(root, job, source, fleet_secret.headers(secret), owner)
+            done = _DONE.get(key)
+            if migration and done is not None and done[0] == migration:
+                return done[1]
+            report = _fetch(root, job, source, fleet_secret.headers(secret), owner)
+            _DONE[key] = (migration, report)
+            return report
     finally:
         with _TURNS_GUARD:
             turn.users -= 1
@@ -233,13 +246,14 @@ def _pull_log(conn: http.client.HTTPConnection, source: str, job: str, path: Pat
 
 
 def request_fetch(service: str, job: str, source: str, secret: str, owner: str | None = None,
-                  timeout_s: float = FETCH_TIMEOUT_S) -> CopyReport:
+                  migration: str = "", timeout_s: float = FETCH_TIMEOUT_S) -> CopyReport:
     """Ask the copy service at ``service`` to fetch ``job``'s checkpoint from ``source`` for the
-    job's OS account ``owner`` (None: the service's own)."""
+    job's OS account ``owner`` (None: the service's own), for the move ``migration`` names."""
     host, port = _split(service)
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
-        conn.request("POST", "/v1/fetch", json.dumps({"job": job, "source": source, "owner": owner}),
+        conn.request("POST", "/v1/fetch", json.dumps({"job": job, "source": source, "owner": owner,
+                                                      "migration": migration}),
                      {"Content-Type": "application/json", **fleet_secret.headers(secret)})
         resp = conn.getresponse()
         body = resp.read()
@@ -319,7 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
             owner = body.get("owner")
             report = fetch(self.root, str(body["job"]), str(body["source"]), self.secret,
-                           None if owner is None else str(owner))
+                           None if owner is None else str(owner), str(body.get("migration") or ""))
         except (CopyError, ValueError, KeyError, TypeError, OSError) as exc:
             return self._reply(502, str(exc).encode(), "text/plain")
         self._reply(200, json.dumps({"bytes": report.bytes, "seconds": report.seconds,

@@ -126,8 +126,10 @@ class FleetControl:
     # -- 1. copies -------------------------------------------------------------------------
     def _copy(self, job: Job) -> None:
         src, dst = job.cluster or "", job.to_cluster or ""
+        # The move is named by when the job began migrating: the same after a restart.
         future = self._pool.submit(request_fetch, self.members[dst].copy, str(job.id),
-                                   self.members[src].copy, self.secret, job.os_user)
+                                   self.members[src].copy, self.secret, job.os_user,
+                                   f"{src}->{dst}@{job.last_change_at!r}")
         self.copies[job.id] = _Copy(job.id, src, dst, future)
 
     def _finish_copies(self, w: Session, now: float) -> None:
