@@ -320,7 +320,7 @@ class Singularity(PolicyBase):
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
         self._const: dict[str, Constants] = {}  # job id -> its constants, while it is active
-        self._table = Table()  # the same constants as columns (rules 3 and 8 over many jobs)
+        self._table = Table()  # the same constants as columns (rules 2, 3 and 8 over many jobs)
         self._roster = Roster()
         self._cluster = Shape()
 
@@ -465,32 +465,30 @@ class Singularity(PolicyBase):
         up)."""
         shape = self._shape(view)
         up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
-        for jid, st in by_id.items():
-            if jid not in self._table.row:
-                self._tabled(view, st)
-        now = view.now
-        work = self._table.drain_work(list(by_id), work_done_at(list(by_id.values()), now))
+        ids = list(by_id)
+        work = self._table.drain_work(ids, self._progress(view, ids, list(by_id.values())))
         return work / up if up > 0 else math.inf
 
     def _serve_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
                      drain: float | None) -> ServeOrder:
         """The waiting jobs ``ids`` in serve order (rule 2; ``Facts.serve_key``), from the table."""
-        for jid in ids:
-            if jid not in self._table.row:
-                self._tabled(view, by_id[jid])
-        now = view.now
-        return self._table.serve_order(ids, work_done_at([by_id[j] for j in ids], now), now, self.restart_s,
+        return self._table.serve_order(ids, self._progress(view, ids, [by_id[j] for j in ids]), view.now, self.restart_s,
                                        self.allowance_s, drain)
 
     def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
         """The running jobs in victim order (rule 3; ``Facts.victim_key``), from the table."""
         ids = list(self._roster.running)
-        for jid in ids:
-            if jid not in self._table.row:
-                self._tabled(view, by_id[jid])
-        now = view.now
-        return self._table.victim_order(ids, work_done_at([by_id[j] for j in ids], now), now, self.restart_s,
+        return self._table.victim_order(ids, self._progress(view, ids, [by_id[j] for j in ids]), view.now, self.restart_s,
                                         self.allowance_s, drain)
+
+    def _progress(self, view: ClusterView, ids: list[str], sts: list[JobStatus]) -> np.ndarray:
+        """The work done of jobs ``ids`` (statuses ``sts``) at ``view.now``, one array; their
+        constants put in the table."""
+        row = self._table.row
+        for jid, st in zip(ids, sts, strict=True):
+            if jid not in row:
+                self._tabled(view, st)
+        return work_done_at(sts, view.now)
 
     # ------------------------------------------------------------------------------ rules 2-6
     def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:

@@ -1,8 +1,9 @@
-"""Singularity's per-job constants as columns, for the two walks a pass makes over many jobs.
+"""Singularity's per-job constants as columns, for the walks a pass makes over many jobs.
 
-Under contention a ``singularity`` pass puts the running jobs in victim order (rule 3) and sums
-the drain time over every active job (rule 8). Done one Python step per job, these two walks
-were most of a pass in a congested cluster (a thousand running jobs, a pass every few seconds).
+Under contention a ``singularity`` pass puts the waiting jobs in serve order (rule 2) and the
+running jobs in victim order (rule 3), and sums the drain time over every active job (rule 8).
+Done one Python step per job, these walks were most of a pass in a congested cluster (a thousand
+running jobs, a pass every few seconds).
 Here each job's constants are a row of NumPy columns, added when the policy first sees the job
 and dropped when it leaves, and a pass computes the quantities the two walks need for all of its
 jobs at once from their progress (``work_done_at``, read from the view each pass: progress
@@ -12,8 +13,9 @@ counting declared steps, is read as it is).
 Every quantity is computed with the operations, in the order, of the policy's per-job formulas
 (``Singularity._facts``, ``stint.model.sla.attainment``), so each element is the same float, and
 the drain time is summed sequentially in the view's order as the per-job loop summed it: the
-order and the drain time are the very ones the per-job code found (``tests/policies/
-test_singularity_table.py`` compares them on random jobs).
+orders and the drain time are the very ones the per-job code finds (``tests/policies/
+test_singularity.py::test_the_table_finds_the_per_job_victim_order_and_drain_time`` compares
+them on random jobs).
 """
 
 from __future__ import annotations
@@ -86,9 +88,6 @@ class Table:
         self.work = self.arrival = self.workers = self.gpw = np.zeros(0)
         self.jid = np.zeros(0, dtype="U16")
 
-    def __len__(self) -> int:
-        return len(self.row)
-
     def add(self, job_id: str, c: Constants, work: float, arrival_s: float, workers: int,
             gpus_per_worker: int) -> None:
         """Add (or replace) the row of ``job_id``: its constants, work, arrival, requested
@@ -131,7 +130,7 @@ class Table:
         """Rows ``r``'s work left, remaining ideal time, surplus and critical flag at ``now``
         (``Singularity._facts``' formulas, operation by operation)."""
         rate, ideal = self.rate_req[r], self.ideal[r]
-        left = self.work[r] - np.asarray(done, dtype=float)
+        left = self.work[r] - done
         with np.errstate(divide="ignore", invalid="ignore"):
             remaining = np.where(rate > 0, left / np.where(rate > 0, rate, 1.0), math.inf)
             charged = np.maximum(now + restart_s + remaining - self.arrival[r], 0.0) - allowance_s
@@ -181,5 +180,5 @@ class Table:
         r = self.rows(ids)
         rate = self.rate_req[r]
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(rate > 0, (self.work[r] - np.asarray(done, dtype=float)) / rate * self.workers[r] * self.gpw[r], 0.0)
+            terms = np.where(rate > 0, (self.work[r] - done) / rate * self.workers[r] * self.gpw[r], 0.0)
         return float(np.cumsum(terms)[-1]) + 0.0
