@@ -72,7 +72,7 @@ def test_placement_on_the_nodes_with_room_picks_the_same_nodes_as_the_scan(seed:
                 give(plain, got, gpw)
         if rng.random() < 0.05:
             plain[:] = room[:] = [rng.choice([0, 8]) for _ in plain]
-        assert room == plain and room.room == {i for i, f in enumerate(plain) if f > 0}
+        assert room == plain and room.room == {i for i, f in enumerate(plain) if f > 0} and room.total == sum(plain)
 
 
 def test_scratch_writes_never_reach_the_ledger() -> None:

@@ -12,8 +12,8 @@ same free list would (least free GPUs that fit, then lowest index; most free fir
 index), in time bounded by the GPUs per node, the nodes the pass changed and the nodes returned,
 not by the size of the cluster.
 
-``RoomFree`` is a plain free list that also keeps the nodes with any GPU free, so that placing
-on it looks only at those.
+``RoomFree`` is a plain free list that also keeps its nodes by free GPUs and its total, so that
+placing on it looks only at the counts present and the nodes it takes.
 """
 
 from __future__ import annotations
@@ -134,32 +134,74 @@ class ScratchFree(MutableSequence[int]):
 
 
 class RoomFree(list[int]):
-    """Free GPUs per node (a plain list to read) that also keeps the nodes with any GPU free:
-    placement there (``packing.consolidated``, ``packing.emptiest``) looks only at those, which
-    are few in a congested cluster, and finds what a scan of every node would (a node with no
-    GPU free never takes a worker). For a staging that frees GPUs one victim at a time and
-    tries to place after each."""
+    """Free GPUs per node (a plain list to read) that also keeps the nodes by free GPUs (a set
+    per count above 0) and the total: placement on it (``best_fit``, ``emptiest``) looks only
+    at the counts present and the nodes it returns, and finds what ``packing.consolidated`` and
+    ``packing.emptiest`` scanning every node would (a node with no GPU free never takes a worker;
+    with fewer GPUs free in all than asked, nothing fits). For a staging that frees GPUs one
+    victim at a time and tries to place after each."""
 
     def __init__(self, free: Iterable[int]) -> None:
         super().__init__(free)
-        self.room = {i for i, f in enumerate(self) if f > 0}
+        self._index()
+
+    def _index(self) -> None:
+        self.by_free: dict[int, set[int]] = {}
+        self.total = 0
+        for i, f in enumerate(self):
+            if f > 0:
+                self.by_free.setdefault(f, set()).add(i)
+                self.total += f
 
     @overload
     def __setitem__(self, i: SupportsIndex, value: int) -> None: ...
     @overload
     def __setitem__(self, i: slice, value: Iterable[int]) -> None: ...
     def __setitem__(self, i: SupportsIndex | slice, value: int | Iterable[int]) -> None:
-        super().__setitem__(i, value)  # type: ignore[index, assignment]
         if isinstance(i, slice):
-            self.room = {j for j, f in enumerate(self) if f > 0}
+            super().__setitem__(i, value)  # type: ignore[assignment]
+            self._index()
             return
         j = operator.index(i)
         j = j + len(self) if j < 0 else j
-        if self[j] > 0:
-            self.room.add(j)
-        else:
-            self.room.discard(j)
+        old = self[j]
+        super().__setitem__(j, value)  # type: ignore[assignment]
+        new = self[j]
+        if old > 0:
+            self.total -= old
+            bucket = self.by_free[old]
+            bucket.discard(j)
+            if not bucket:
+                del self.by_free[old]
+        if new > 0:
+            self.total += new
+            self.by_free.setdefault(new, set()).add(j)
 
-    def nodes(self) -> list[int]:
-        """The nodes with any GPU free, in index order."""
-        return sorted(self.room)
+    @property
+    def room(self) -> set[int]:
+        """The nodes with any GPU free."""
+        return set().union(*self.by_free.values())
+
+    def best_fit(self, need: int) -> int:
+        """The node with the least free GPUs that still fit ``need`` (>= 1), the lowest index
+        among equals; -1 if none."""
+        fits = [g for g in self.by_free if g >= need]
+        return min(self.by_free[min(fits)]) if fits else -1
+
+    def emptiest(self, workers: int, gpw: int) -> dict[int, int] | None:
+        """``packing.emptiest``'s placement (``gpw`` >= 1): as many workers as fit on each node,
+        most free GPUs first (ties: lower index); None if they do not all fit."""
+        if workers * gpw > self.total:
+            return None
+        out: dict[int, int] = {}
+        left = workers
+        for g in sorted(self.by_free, reverse=True):
+            for node in sorted(self.by_free[g]):
+                k = min(left, g // gpw)
+                if k <= 0:
+                    return None  # every node after this one has fewer free GPUs still
+                out[node] = k
+                left -= k
+                if not left:
+                    return out
+        return None

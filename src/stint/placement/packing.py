@@ -28,26 +28,25 @@ def consolidated(free: Sequence[int], workers: int, gpus_per_worker: int = 1) ->
     Best fit (the node with the least free capacity that still fits) keeps large holes for large
     jobs, as Tiresias' consolidation does. Returns None if the cluster cannot host the job.
     On a ``ScratchFree`` the same nodes are found from the ledger's free index, without a scan;
-    on a ``RoomFree`` among the nodes with GPUs free only.
+    on a ``RoomFree`` from its nodes by free GPUs.
     """
     need = workers * gpus_per_worker
-    if isinstance(free, ScratchFree) and gpus_per_worker >= 1 and need >= 1:
+    if isinstance(free, (ScratchFree, RoomFree)) and gpus_per_worker >= 1 and need >= 1:
+        if isinstance(free, RoomFree) and need > free.total:
+            return None
         node = free.best_fit(need)
         return {node: workers} if node >= 0 else free.emptiest(workers, gpus_per_worker)
-    if isinstance(free, RoomFree) and need >= 1:  # (a node with no GPU free fits no job asking some)
-        best = _best_fit(free, free.nodes(), need)
-    elif need > 0 and need > sum(free):  # (sum and max run in C; a congested pass places often)
+    if need > 0 and need > sum(free):  # (sum and max run in C; a congested pass places often)
         return None
-    else:
-        best = _best_fit(free, range(len(free)), need) if need <= 0 or max(free, default=-1) >= need else -1
+    best = _best_fit(free, need) if need <= 0 or max(free, default=-1) >= need else -1
     return {best: workers} if best >= 0 else emptiest(free, workers, gpus_per_worker)
 
 
-def _best_fit(free: Sequence[int], nodes: Iterable[int], need: int) -> int:
-    """The node of ``nodes`` with the least free GPUs that still fit ``need``, the lowest index
-    among equals; -1 if none."""
+def _best_fit(free: Sequence[int], need: int) -> int:
+    """The node with the least free GPUs that still fit ``need``, the lowest index among equals;
+    -1 if none."""
     best, best_free = -1, 1 << 30
-    for i in nodes:
+    for i in range(len(free)):
         f = free[i]
         if need <= f < best_free:
             best, best_free = i, f
@@ -73,12 +72,11 @@ def spread(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Place
 
 def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Placement | None:
     """Fill the nodes with the most free GPUs first (Pollux's simulator places Tiresias jobs so)."""
-    if isinstance(free, ScratchFree) and gpus_per_worker >= 1:
+    if isinstance(free, (ScratchFree, RoomFree)) and gpus_per_worker >= 1:
         return free.emptiest(workers, gpus_per_worker)
     # Most free first, ties by index (a stable sort, reverse included); nodes with no room for a
-    # worker would take none (on a RoomFree only those with GPUs free are looked at).
-    nodes = free.nodes() if isinstance(free, RoomFree) else range(len(free))
-    room = [i for i in nodes if free[i] >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))
+    # worker would take none.
+    room = [i for i in range(len(free)) if free[i] >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))
     return in_order(free, workers, gpus_per_worker, sorted(room, key=free.__getitem__, reverse=True))
 
 

@@ -103,7 +103,7 @@ from stint.placement.free_index import RoomFree, ScratchFree
 from stint.placement.packing import drop_workers, give, in_order, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
-from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder, work_done_at
+from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder
 
 RANK = {Tier.BASIC: 0, Tier.STANDARD: 1, Tier.PREMIUM: 2}
 FEW = 16  # up to this many waiting jobs, a pass sorts their facts (above, the table's columns)
@@ -220,11 +220,14 @@ class Victims:
     by_id: Mapping[str, JobStatus]  # the active jobs
     source: Callable[[], VictimOrder]  # the running jobs in order
     fact: Callable[[str], Facts]  # one running job's facts
+    rank: Callable[[str], int]  # one running job's tier rank (without its facts)
+    running: set[str]
     elastic: set[str]  # the running elastic jobs (only they can be above their requested or smallest size)
     blocked: dict[int, float] = field(default_factory=dict)
     unpreemptable: set[str] = field(default_factory=set)  # held, or without the slack (rule 4)
     _order: VictimOrder | None = None
     _shrinkable: set[str] | None = None
+    _grown_ids: set[str] | None = None
     _grown: list[str] | None = None
 
     def order(self) -> VictimOrder:
@@ -233,12 +236,13 @@ class Victims:
         return self._order
 
     def below(self, rank: int) -> int:
-        """How many of the order (lowest tier first) are of a tier below ``rank``."""
-        return int(np.searchsorted(self.order().ranks, rank, side="left"))
+        """How many of the order (lowest tier first) are of a tier below ``rank`` (none below the
+        lowest: found without the order)."""
+        return int(np.searchsorted(self.order().ranks, rank, side="left")) if rank > 0 else 0
 
     def candidates(self, count: int, keep: Callable[[int, str], bool]) -> Candidates:
         """The first ``count`` of the order that ``keep(position, job id)`` keeps."""
-        ids = self.order().ids
+        ids = self.order().ids if count > 0 else []
         return Candidates((j for i, j in enumerate(ids[:count]) if keep(i, j)), self.fact)
 
     def shrinkable(self) -> set[str]:
@@ -248,11 +252,17 @@ class Victims:
                                 if self.by_id[j].allocation.num_workers > self.by_id[j].spec.feasible_counts()[0]}
         return self._shrinkable
 
+    def grown_ids(self) -> set[str]:
+        """The running jobs grown above their requested size."""
+        if self._grown_ids is None:
+            self._grown_ids = {j for j in self.elastic
+                               if self.by_id[j].allocation.num_workers > self.by_id[j].spec.requested_workers}
+        return self._grown_ids
+
     def grown(self, keep: Callable[[str], bool]) -> list[Facts]:
         """The running jobs grown above their requested size that ``keep`` keeps, in order."""
         if self._grown is None:
-            grown = {j for j in self.elastic
-                     if self.by_id[j].allocation.num_workers > self.by_id[j].spec.requested_workers}
+            grown = self.grown_ids()
             self._grown = [j for j in self.order().ids if j in grown] if grown else []
         return [self.fact(j) for j in self._grown if keep(j)]
 
@@ -395,7 +405,8 @@ class Singularity(PolicyBase):
         plan = Plan()
         free = list(view.free_gpus)
         total = self._shape(view).total_gpus
-        pool = Victims(by_id, lambda: self._victim_order(view, by_id, drain), fact, self._roster.elastic)
+        pool = Victims(by_id, lambda: self._victim_order(view, by_id, drain), fact,
+                       lambda j: self._rank(view, by_id[j]), self._roster.running, self._roster.elastic)
         reclaims, left, calm = 0, sum(free), True
         known: dict[str, Facts] = {}
         if not waiting:
@@ -465,30 +476,32 @@ class Singularity(PolicyBase):
         up)."""
         shape = self._shape(view)
         up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
-        ids = list(by_id)
-        work = self._table.drain_work(ids, self._progress(view, ids, list(by_id.values())))
+        ids, sts = list(by_id), list(by_id.values())
+        self._tabled_all(view, ids, sts)
+        work = self._table.drain_work(ids, sts, view.now)
         return work / up if up > 0 else math.inf
 
     def _serve_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
                      drain: float | None) -> ServeOrder:
         """The waiting jobs ``ids`` in serve order (rule 2; ``Facts.serve_key``), from the table."""
-        return self._table.serve_order(ids, self._progress(view, ids, [by_id[j] for j in ids]), view.now, self.restart_s,
-                                       self.allowance_s, drain)
+        sts = list(map(by_id.__getitem__, ids))
+        self._tabled_all(view, ids, sts)
+        return self._table.serve_order(ids, sts, view.now, self.restart_s, self.allowance_s, drain)
 
     def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
         """The running jobs in victim order (rule 3; ``Facts.victim_key``), from the table."""
         ids = list(self._roster.running)
-        return self._table.victim_order(ids, self._progress(view, ids, [by_id[j] for j in ids]), view.now, self.restart_s,
-                                        self.allowance_s, drain)
+        sts = list(map(by_id.__getitem__, ids))
+        self._tabled_all(view, ids, sts)
+        return self._table.victim_order(ids, sts, view.now, self.restart_s, self.allowance_s, drain)
 
-    def _progress(self, view: ClusterView, ids: list[str], sts: list[JobStatus]) -> np.ndarray:
-        """The work done of jobs ``ids`` (statuses ``sts``) at ``view.now``, one array; their
-        constants put in the table."""
-        row = self._table.row
-        for jid, st in zip(ids, sts, strict=True):
-            if jid not in row:
-                self._tabled(view, st)
-        return work_done_at(sts, view.now)
+    def _tabled_all(self, view: ClusterView, ids: list[str], sts: list[JobStatus]) -> None:
+        """Put the constants of jobs ``ids`` (statuses ``sts``) in the table, where missing."""
+        if not self._table.row.keys() >= set(ids):
+            row = self._table.row
+            for jid, st in zip(ids, sts, strict=True):
+                if jid not in row:
+                    self._tabled(view, st)
 
     # ------------------------------------------------------------------------------ rules 2-6
     def _admit(self, view: ClusterView, w: Facts, free: list[int], pool: Victims, plan: Plan) -> Staging:
@@ -512,12 +525,48 @@ class Singularity(PolicyBase):
         if spread is None and sum(s.free) >= n * gpw and self._defragment(
                 view, w, s, pool.candidates(pool.below(w.rank), lambda i, j: j not in taken)):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
-        count, critical = pool.below(w.rank), pool.order().critical
-        if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
-            count = pool.below(w.rank + 1)
+        # Rule 3 cannot give a placement meeting its target to a job that misses it even at the
+        # rate of its request packed on the fewest nodes (no placement of it runs faster): its
+        # staging stops at the first victim staged (any one: found without the victim order),
+        # and is discarded as the whole walk's would be.
+        hopeless = w.target is not None and self._projected(view, w, w.rate_req) < w.target
+        give_back, shrink, preempt = (self._any_victims if hopeless else self._victims)(w, pool, plan)
+        steps: tuple[tuple[str, Iterable[Facts]], ...] = (
+            ("give back", give_back), ("shrink", shrink), ("time-slice", ()), ("preempt", preempt))
+        fixed = pool.unpreemptable
+        for step, victims in steps:
+            if step == "time-slice" and self._time_slice(view, w, s):
+                break
+            for v in victims:
+                if step == "preempt" and (self._held(v, view.now) or not self._touchable(view, v, EMPTY)):
+                    fixed.add(v.job_id)  # rule 4 with no margin: no waiting job of this pass may preempt it
+                    continue
+                if self._reclaim(view, step, w, v, s):
+                    if hopeless:
+                        break
+                    got = place(s.free, n, gpw)
+                    if got is not None and self._meets(view, w, got):
+                        self._start(s, w, got, f"started on {n} workers")
+                        break
+            if w.job_id in s.changes or hopeless and s.victims:
+                break
+        if w.job_id not in s.changes:
+            pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
+            if spread is not None:  # no better placement could be had: the spread one, now
+                return self._start(Staging(list(free), {}, {}), w, spread, f"started on {n} workers")
+        if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
+            return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
+        return s
+
+    @staticmethod
+    def _victims(w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts], Iterable[Facts]]:
+        """Rule 3's victims of ``w`` for giving back, shrinking and preempting, in victim order."""
+        taken = plan.allocations
+        # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
+        count = pool.below(w.rank + 1 if w.on_time or w.leads else w.rank)
 
         def lower(i: int, j: str) -> bool:
-            return j not in taken and not (w.leads and critical[i])
+            return j not in taken and not (w.leads and pool.order().critical[i])
 
         shrinkable, fixed = pool.shrinkable(), pool.unpreemptable
 
@@ -527,30 +576,24 @@ class Singularity(PolicyBase):
         def can_preempt(i: int, j: str) -> bool:
             return j not in fixed and lower(i, j)
 
-        steps: tuple[tuple[str, Iterable[Facts]], ...] = (
-            ("give back", pool.grown(lambda j: j not in taken)), ("shrink", pool.candidates(count, can_shrink)),
-            ("time-slice", ()), ("preempt", pool.candidates(count, can_preempt)))
-        for step, victims in steps:
-            if step == "time-slice" and self._time_slice(view, w, s):
-                break
-            for v in victims:
-                if step == "preempt" and (self._held(v, view.now) or not self._touchable(view, v, EMPTY)):
-                    fixed.add(v.job_id)  # rule 4 with no margin: no waiting job of this pass may preempt it
-                    continue
-                if self._reclaim(view, step, w, v, s):
-                    got = place(s.free, n, gpw)
-                    if got is not None and self._meets(view, w, got):
-                        self._start(s, w, got, f"started on {n} workers")
-                        break
-            if w.job_id in s.changes:
-                break
-        if w.job_id not in s.changes:
-            pool.blocked[w.rank] = min(pool.blocked.get(w.rank, math.inf), n * gpw)
-            if spread is not None:  # no better placement could be had: the spread one, now
-                return self._start(Staging(list(free), {}, {}), w, spread, f"started on {n} workers")
-        if w.job_id not in s.changes or not self._worth(w, s.changes[w.job_id].num_workers, s):
-            return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
-        return s
+        return (pool.grown(lambda j: j not in taken), pool.candidates(count, can_shrink),
+                pool.candidates(count, can_preempt))
+
+    @staticmethod
+    def _any_victims(w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts], Iterable[Facts]]:
+        """The same victims as ``_victims``, in no particular order (without the victim order)."""
+        taken, top = plan.allocations, w.rank + 1 if w.on_time or w.leads else w.rank
+        fixed = pool.unpreemptable
+
+        def of(ids: Iterable[str]) -> Iterator[Facts]:
+            for j in ids:
+                if j not in taken and pool.rank(j) < top:
+                    v = pool.fact(j)
+                    if not (w.leads and v.critical):
+                        yield v
+
+        return ((pool.fact(j) for j in pool.grown_ids() if j not in taken), of(pool.shrinkable()),
+                of(j for j in pool.running if j not in fixed))
 
     def _start(self, s: Staging, w: Facts, got: dict[int, int], why: str) -> Staging:
         take(s.free, got, w.st.spec.gpus_per_worker)
@@ -700,6 +743,9 @@ class Singularity(PolicyBase):
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
                                                counts[0] * spec.gpus_per_worker)
         return c
+
+    def _rank(self, view: ClusterView, st: JobStatus) -> int:
+        return (self._const.get(st.job_id) or self._constants(view, st)).rank
 
     def _tabled(self, view: ClusterView, st: JobStatus) -> None:
         """Put a job's constants in the table (on a pass's first need: a calm run never does)."""

@@ -6,7 +6,7 @@ Done one Python step per job, these walks were most of a pass in a congested clu
 running jobs, a pass every few seconds).
 Here each job's constants are a row of NumPy columns, added when the policy first sees the job
 and dropped when it leaves, and a pass computes the quantities the two walks need for all of its
-jobs at once from their progress (``work_done_at``, read from the view each pass: progress
+jobs at once from their progress (``work_done_at``, read from the statuses each pass: progress
 is never cached, so a view whose statuses are rebuilt every step, as the live cache's are for jobs
 counting declared steps, is read as it is).
 
@@ -31,13 +31,12 @@ from stint.policies.base import JobStatus
 _COLUMNS = ("rank", "target", "rate_req", "top", "ideal", "deadline", "work", "arrival", "workers", "gpw")
 
 
-def work_done_at(statuses: Sequence[JobStatus], now: float) -> np.ndarray:
-    """``st.work_done_at(now)`` of every status, as one array (the same floats, without a Python
-    call per job: a congested pass reads thousands)."""
+def work_done_at(statuses: Sequence[JobStatus], work: np.ndarray, now: float) -> np.ndarray:
+    """``st.work_done_at(now)`` of every status (``work``: their specs' work), as one array (the
+    same floats, without a Python call per job: a congested pass reads thousands)."""
     done = np.array([st.work_done for st in statuses], dtype=float)
-    as_of = np.array([st.as_of_s for st in statuses], dtype=float)  # None (not lazy): nan
+    as_of = np.array([math.nan if (t := st.as_of_s) is None else t for st in statuses], dtype=float)  # not lazy
     rate = np.array([st.rate for st in statuses], dtype=float)
-    work = np.array([st.spec.work for st in statuses], dtype=float)
     return np.where(np.isnan(as_of), done, np.minimum(work, done + rate * (now - as_of)))
 
 
@@ -122,8 +121,7 @@ class Table:
         return i
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
-        row = self.row
-        return np.fromiter((row[j] for j in ids), dtype=np.intp, count=len(ids))
+        return np.fromiter(map(self.row.__getitem__, ids), dtype=np.intp, count=len(ids))
 
     def _quantities(self, r: np.ndarray, done: np.ndarray, now: float, restart_s: float, allowance_s: float,
                     drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -138,26 +136,28 @@ class Table:
         critical = remaining > drain if drain is not None else np.zeros(len(r), dtype=bool)
         return left, remaining, proj - self.target[r], critical
 
-    def victim_order(self, ids: Sequence[str], done: np.ndarray, now: float, restart_s: float,
+    def victim_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
                      allowance_s: float, drain: float | None) -> VictimOrder:
-        """``ids`` (running jobs, ``done`` their work done at ``now``) in rule 3's order: lowest
+        """``ids`` (running jobs, ``statuses`` theirs) in rule 3's order: lowest
         tier, not critical before critical, largest surplus (shortest remaining among critical
         ones), latest arrival, job id; as ``Facts.victim_key`` sorts them."""
         if not ids:
             return VictimOrder([], np.zeros(0, dtype=np.int64), [])
         r = self.rows(ids)
+        done = work_done_at(statuses, self.work[r], now)
         _, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
         rank = self.rank[r]
         order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
         return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist())
 
-    def serve_order(self, ids: Sequence[str], done: np.ndarray, now: float, restart_s: float,
+    def serve_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
                     allowance_s: float, drain: float | None) -> ServeOrder:
-        """``ids`` (waiting jobs, ``done`` their work done) in rule 2's order: higher tier, on
+        """``ids`` (waiting jobs, ``statuses`` theirs) in rule 2's order: higher tier, on
         time first, less slack among those, critical first and the longest remaining (among
         the others), lowest projected attainment, earlier arrival, job id; as
         ``Facts.serve_key`` sorts them."""
         r = self.rows(ids)
+        done = work_done_at(statuses, self.work[r], now)
         left, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
         due = self.deadline[r] - now - restart_s
         timed = ~np.isnan(due)
@@ -172,13 +172,14 @@ class Table:
         return ServeOrder(self.jid[r][order].tolist(), slack[order].tolist(), remaining[order].tolist(),
                           on_time[order].tolist(), critical[order].tolist())
 
-    def drain_work(self, ids: Sequence[str], done: np.ndarray) -> float:
-        """The remaining GPU-seconds at the requested size of ``ids`` (``done``: their work done),
-        summed in ``ids``' order (jobs without a rate left out)."""
+    def drain_work(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float) -> float:
+        """The remaining GPU-seconds at ``now`` at the requested size of ``ids`` (``statuses``:
+        theirs), summed in ``ids``' order (jobs without a rate left out)."""
         if not ids:
             return 0.0
         r = self.rows(ids)
-        rate = self.rate_req[r]
+        rate, work = self.rate_req[r], self.work[r]
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(rate > 0, (self.work[r] - done) / rate * self.workers[r] * self.gpw[r], 0.0)
+            terms = np.where(rate > 0, (work - work_done_at(statuses, work, now)) / rate * self.workers[r] * self.gpw[r],
+                             0.0)
         return float(np.cumsum(terms)[-1]) + 0.0
