@@ -314,17 +314,15 @@ def test_a_pass_that_finds_it_must_reclaim_is_planned_again_with_the_drain_time(
     assert (200.0, "B", "migrated for basic job L") in pol.explained
 
 
-def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
-    # Rules 2, 3 and 8 walk many jobs; the policy computes these walks on columns
-    # (policies/singularity_table.py). On random running and waiting jobs, with and without a
-    # drain time, they must be exactly what the per-job facts give: the orders of
-    # Facts.victim_key and Facts.serve_key and the drain time summed job by job in the view's order.
+def _random_jobs(seed: int) -> tuple[ClusterView, Singularity]:
+    """400 random running and waiting jobs of every tier on 64 nodes of 8 GPUs, some elastic,
+    some grown, and a fresh policy that has read them."""
     import random
 
     from stint.model.allocation import Allocation
     from stint.policies.base import Phase
 
-    rnd = random.Random(7)
+    rnd = random.Random(seed)
     cluster = Cluster.uniform(64, 8)
     tiers = (Tier.PREMIUM, Tier.STANDARD, Tier.BASIC)
     sts: list[JobStatus] = []
@@ -344,6 +342,16 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
     pol = make("singularity")
     assert isinstance(pol, Singularity)
     pol._roster.sync(view)
+    return view, pol
+
+
+def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
+    # Rules 2, 3 and 8 walk many jobs; the policy computes these walks on columns
+    # (policies/singularity_table.py). On random running and waiting jobs, with and without a
+    # drain time, they must be exactly what the per-job facts give: the orders of
+    # Facts.victim_key and Facts.serve_key and the drain time summed job by job in the view's order.
+    view, pol = _random_jobs(7)
+    sts, by_id, cluster = list(view.jobs), view.by_id or {}, view.cluster
     work, up = 0.0, cluster.total_gpus
     for st in sts:
         f = pol._facts(view, st)
@@ -371,3 +379,40 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
         assert queue.on_time == [f.on_time for f in waiting]
         assert queue.critical == [f.critical for f in waiting]
         assert {f.on_time for f in waiting} == {True, False} and any(f.late for f in waiting)
+
+
+def test_a_job_that_cannot_meet_its_target_finds_its_victims_without_the_victim_order() -> None:
+    # A waiting job that misses its target even at its packed rate stages one victim, any one,
+    # and that staging is discarded (rule 3 cannot start it on a placement meeting its target):
+    # its victims come unordered, without the pass sorting the running jobs. They must be the
+    # very victims, step by step, that the ordered walk offers.
+    from stint.model.allocation import Plan as PlanOf
+    from stint.policies.singularity import Victims
+
+    view, pol = _random_jobs(11)
+    by_id = view.by_id or {}
+    drain = 3000.0  # some jobs critical (rule 8)
+
+    def fact(jid: str) -> Facts:
+        f = pol._facts(view, by_id[jid])
+        return f.as_critical() if f.remaining_s > drain else f
+
+    def pool(ordered: bool) -> Victims:
+        def order() -> object:
+            assert ordered, "the unordered victims sorted the running jobs"
+            return pol._victim_order(view, by_id, drain)
+        return Victims(by_id, order, fact, lambda j: pol._rank(view, by_id[j]),  # type: ignore[arg-type]
+                       pol._roster.running, pol._roster.elastic)
+
+    taken = PlanOf(allocations={st.job_id: st.allocation for st in list(view.jobs)[:40] if st.allocation})
+    kinds = set()
+    for st in view.jobs:
+        if st.allocation:
+            continue
+        w = fact(st.job_id)
+        kinds.add((w.rank, w.on_time, w.leads))
+        want = [[v.job_id for v in step] for step in Singularity._victims(w, pool(True), taken)]
+        got = [[v.job_id for v in step] for step in Singularity._any_victims(w, pool(False), taken)]
+        assert [sorted(g) for g in got] == [sorted(x) for x in want]
+        assert any(want[2]) or w.rank == 0
+    assert {(0, False, True), (1, True, False), (2, False, False)} <= kinds  # leads, on time, late

@@ -278,14 +278,15 @@ class Roster:
     elastic: set[str] = field(default_factory=set)
     stream: int | None = None
 
-    def sync(self, view: ClusterView) -> Mapping[str, JobStatus]:
-        """Bring the roster up to date with ``view``; the active jobs by id."""
+    def sync(self, view: ClusterView) -> tuple[Mapping[str, JobStatus], bool]:
+        """Bring the roster up to date with ``view``; the active jobs by id, and whether the
+        roster was rebuilt from ``view.jobs``."""
         by_id = view.by_id
         if by_id is None or view.stream is None or view.stream != self.stream:
             self.waiting, self.running, self.elastic, self.stream = set(), set(), set(), view.stream
             for st in view.jobs:
                 self._file(st)
-            return by_id if by_id is not None else {st.job_id: st for st in view.jobs}
+            return (by_id if by_id is not None else {st.job_id: st for st in view.jobs}), True
         for jid in view.changed:
             self.waiting.discard(jid)
             self.running.discard(jid)
@@ -293,7 +294,7 @@ class Roster:
             found = by_id.get(jid)
             if found is not None:
                 self._file(found)
-        return by_id
+        return by_id, False
 
     def _file(self, st: JobStatus) -> None:
         if not st.allocation:
@@ -361,7 +362,12 @@ class Singularity(PolicyBase):
         if view.history is None or view.history != self._history:  # another run's jobs
             self._history, self._moved, self._const, self._roster = view.history, {}, {}, Roster()
             self._table = Table()
-        by_id = self._roster.sync(view)
+        by_id, rebuilt = self._roster.sync(view)
+        for jid in list(self._const) if rebuilt else view.changed:  # (``changed`` may be incomplete)
+            if jid not in by_id:
+                self._moved.pop(jid, None)
+                self._const.pop(jid, None)
+                self._table.drop(jid)
         waiting = list(self._roster.waiting)
         # Rule 8's drain time costs a walk over every active job, and decides something only when
         # jobs contend for GPUs: a pass whose waiting jobs all start on free GPUs, with no elastic
@@ -377,11 +383,6 @@ class Singularity(PolicyBase):
         for jid in plan.allocations:
             if by_id[jid].allocation:
                 self._moved[jid] = view.now
-        for jid in view.changed:
-            if jid not in by_id:
-                self._moved.pop(jid, None)
-                self._const.pop(jid, None)
-                self._table.drop(jid)
         self._due = self._next_due(view, queue, plan, free, math.inf if drain is None else drain)
         return plan
 
@@ -477,7 +478,7 @@ class Singularity(PolicyBase):
         shape = self._shape(view)
         up = shape.total_gpus - sum(int(view.cluster.nodes[i].capacity.gpu) for i in view.down_nodes)
         ids, sts = list(by_id), list(by_id.values())
-        self._tabled_all(view, ids, sts)
+        self._tabled_all(view, by_id, ids, sts)
         work = self._table.drain_work(ids, sts, view.now)
         return work / up if up > 0 else math.inf
 
@@ -485,20 +486,23 @@ class Singularity(PolicyBase):
                      drain: float | None) -> ServeOrder:
         """The waiting jobs ``ids`` in serve order (rule 2; ``Facts.serve_key``), from the table."""
         sts = list(map(by_id.__getitem__, ids))
-        self._tabled_all(view, ids, sts)
+        self._tabled_all(view, by_id, ids, sts)
         return self._table.serve_order(ids, sts, view.now, self.restart_s, self.allowance_s, drain)
 
     def _victim_order(self, view: ClusterView, by_id: Mapping[str, JobStatus], drain: float | None) -> VictimOrder:
         """The running jobs in victim order (rule 3; ``Facts.victim_key``), from the table."""
         ids = list(self._roster.running)
         sts = list(map(by_id.__getitem__, ids))
-        self._tabled_all(view, ids, sts)
+        self._tabled_all(view, by_id, ids, sts)
         return self._table.victim_order(ids, sts, view.now, self.restart_s, self.allowance_s, drain)
 
-    def _tabled_all(self, view: ClusterView, ids: list[str], sts: list[JobStatus]) -> None:
-        """Put the constants of jobs ``ids`` (statuses ``sts``) in the table, where missing."""
-        if not self._table.row.keys() >= set(ids):
-            row = self._table.row
+    def _tabled_all(self, view: ClusterView, by_id: Mapping[str, JobStatus], ids: list[str],
+                    sts: list[JobStatus]) -> None:
+        """Put the constants of jobs ``ids`` (statuses ``sts``) in the table, where missing. (The
+        table holds no job that left before the pass, ``plan``: with as many rows as active jobs,
+        it holds them all.)"""
+        row = self._table.row
+        if len(row) != len(by_id):
             for jid, st in zip(ids, sts, strict=True):
                 if jid not in row:
                     self._tabled(view, st)
