@@ -13,8 +13,10 @@ tiers premium 10 % / standard 30 % / basic 60 %, reservation peak=0.3,start=9,en
 ``fleet10`` (10 clusters, 10,000 GPUs, 10,000 jobs, global ``gain``), ``fleet30`` (30
 clusters, 100,000 GPUs, 30,000 jobs) and ``fleetwarm`` (``fleet10``'s fleet in its steady state,
 20,000 jobs, region r0 down for 6 hours from a third of the arrival window: the congested regime,
-``benchmarks/fleet_scale.py --warm --outage-h 6``) and ``fleetbig`` (the same with 3 clusters of
-416 nodes, the size of the bar's clusters, one per region).
+``benchmarks/fleet_scale.py --warm --outage-h 6``), ``fleetbig`` (the same with 3 clusters of
+416 nodes, the size of the bar's clusters, one per region) and ``fleetll`` (``fleetbig`` under
+the global ``least-loaded``: the clusters of the two regions left keep the jobs the outage sent
+them, the long congestion of that baseline).
 """
 
 from __future__ import annotations
@@ -93,15 +95,15 @@ def single(trace_spec: str, nodes: int, per_node: int, filters: Filters, reserva
     return run
 
 
-def fleet(clusters: int, gpus: int, jobs: int, warm: bool = False, outage_h: float = 0.0
-          ) -> Callable[[Factory], tuple[str, int]]:
+def fleet(clusters: int, gpus: int, jobs: int, warm: bool = False, outage_h: float = 0.0,
+          scheduler: str = "gain") -> Callable[[Factory], tuple[str, int]]:
     members = tuple(FleetCluster(f"c{i}", f"r{i % 3}", max(1, gpus // 8 // clusters), 8) for i in range(clusters))
     specs = generate(Fleet(members), jobs, 0.8, 0, warm=warm)
     start = specs[-1].spec.arrival_s / 3  # as benchmarks/fleet_scale.py's outage
     f = Fleet(members, failures=(FleetFailure("region", "r0", start, start + outage_h * 3600),) if outage_h else ())
 
     def run(factory: Factory) -> tuple[str, int]:
-        res = FleetSimulator(f, specs, make_global("gain"), factory, ScalingModel()).run()
+        res = FleetSimulator(f, specs, make_global(scheduler), factory, ScalingModel()).run()
         return digest([r for c in res.clusters for r in c.records], res.records)
     return run
 
@@ -113,6 +115,7 @@ WORKLOADS: dict[str, Callable[[], Callable[[Factory], tuple[str, int]]]] = {
     "fleet30": lambda: fleet(30, 100_000, 30_000),
     "fleetwarm": lambda: fleet(10, 10_000, 20_000, warm=True, outage_h=6),
     "fleetbig": lambda: fleet(3, 9_984, 20_000, warm=True, outage_h=6),
+    "fleetll": lambda: fleet(3, 9_984, 20_000, warm=True, outage_h=6, scheduler="least-loaded"),
 }
 
 

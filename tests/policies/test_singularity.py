@@ -367,6 +367,7 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
         got = pol._victim_order(view, by_id, drain)
         assert got.ids == want
         assert got.critical == [f.critical for f in sorted(facts, key=Facts.victim_key)]
+        assert got.slack.tolist() == [f.slack_s for f in sorted(facts, key=Facts.victim_key)]
         assert any(got.critical) == (drain == 3000.0)
         waiting = [pol._facts(view, st) for st in sts if not st.allocation]
         if drain is not None:
@@ -381,13 +382,14 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
         assert {f.on_time for f in waiting} == {True, False} and any(f.late for f in waiting)
 
 
-def test_a_job_that_cannot_meet_its_target_finds_its_victims_without_the_victim_order() -> None:
+def test_the_victims_of_a_waiting_job_are_those_it_could_take_from_found_ordered_or_not() -> None:
     # A waiting job that misses its target even at its packed rate stages one victim, any one,
     # and that staging is discarded (rule 3 cannot start it on a placement meeting its target):
     # its victims come unordered, without the pass sorting the running jobs. They must be the
-    # very victims, step by step, that the ordered walk offers.
+    # very victims, step by step, that the ordered walk offers; and of its own tier, the walk
+    # leaves out only jobs that rule 4 keeps whole (too little slack for a restart and the margin).
     from stint.model.allocation import Plan as PlanOf
-    from stint.policies.singularity import Victims
+    from stint.policies.singularity import Staging, Victims
 
     view, pol = _random_jobs(11)
     by_id = view.by_id or {}
@@ -405,14 +407,20 @@ def test_a_job_that_cannot_meet_its_target_finds_its_victims_without_the_victim_
                        pol._roster.running, pol._roster.elastic)
 
     taken = PlanOf(allocations={st.job_id: st.allocation for st in list(view.jobs)[:40] if st.allocation})
-    kinds = set()
+    kinds, left_out = set(), 0
     for st in view.jobs:
         if st.allocation:
             continue
         w = fact(st.job_id)
         kinds.add((w.rank, w.on_time, w.leads))
-        want = [[v.job_id for v in step] for step in Singularity._victims(w, pool(True), taken)]
-        got = [[v.job_id for v in step] for step in Singularity._any_victims(w, pool(False), taken)]
+        want = [[v.job_id for v in step] for step in pol._victims(w, pool(True), taken)]
+        got = [[v.job_id for v in step] for step in pol._any_victims(w, pool(False), taken)]
         assert [sorted(g) for g in got] == [sorted(x) for x in want]
         assert any(want[2]) or w.rank == 0
+        for j in pol._roster.running - set(want[2]) - set(taken.allocations):
+            v = fact(j)
+            if v.rank == w.rank and (w.on_time or w.leads and not v.critical):
+                left_out += 1
+                assert not pol._reclaim(view, "preempt", w, v, Staging(list(view.free_gpus), {}, {}))
+    assert left_out > 100
     assert {(0, False, True), (1, True, False), (2, False, False)} <= kinds  # leads, on time, late

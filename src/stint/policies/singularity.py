@@ -82,15 +82,23 @@ on NumPy columns of the jobs' constants (``policies/singularity_table.py``: the 
 the per-job formulas, in the same order), and a job's facts only when the pass tries it: a
 waiting job skipped for want of GPUs, or a victim no staging reaches, costs no Python step of its
 own. A victim rule 4 forbids preempting (held, or without the slack even with no margin) is
-skipped by every later waiting job of the pass, and reclaiming places on the nodes with GPUs
-free only (``RoomFree``). O(jobs log jobs + waiting x running) in the worst
-case, bounded by ``max_reclaims``.
+skipped by every later waiting job of the pass, and reclaiming places from the staging's nodes
+by free GPUs (``RoomFree``: no scan of the nodes). A waiting job that misses its target even at
+ρ cannot be started by rule 3 on a placement meeting it (no placement of its request runs
+faster than packed: true of the scaling model; with measured throughput tables a spread
+placement measured faster is not looked for): its staging stops at the first victim it could
+stage, any one, found without the victim order, and is discarded as the whole walk's would be
+(it counts towards ``max_reclaims`` as before); a basic job has no victim below its tier, so a
+pass whose reclaiming jobs are all such or basic sorts no running job. Under long congestion
+(a cluster given more than its share, ``benchmarks/singularity_equivalence.py --workloads
+fleetll``) most waiting jobs are late, and this is most of a pass's cost spared. O(jobs log
+jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -240,10 +248,10 @@ class Victims:
         lowest: found without the order)."""
         return int(np.searchsorted(self.order().ranks, rank, side="left")) if rank > 0 else 0
 
-    def candidates(self, count: int, keep: Callable[[int, str], bool]) -> Candidates:
-        """The first ``count`` of the order that ``keep(position, job id)`` keeps."""
-        ids = self.order().ids if count > 0 else []
-        return Candidates((j for i, j in enumerate(ids[:count]) if keep(i, j)), self.fact)
+    def candidates(self, positions: Iterable[int], keep: Callable[[int, str], bool]) -> Candidates:
+        """The jobs at ``positions`` of the order (ascending) that ``keep(position, job id)`` keeps."""
+        ids = self.order().ids if positions else []
+        return Candidates((j for i in positions if keep(i, j := ids[i])), self.fact)
 
     def shrinkable(self) -> set[str]:
         """The running jobs above their smallest size (only they can shrink)."""
@@ -527,7 +535,7 @@ class Singularity(PolicyBase):
         taken = plan.allocations
         s.free = RoomFree(s.free)  # reclaiming places after each victim: on the nodes with room only
         if spread is None and sum(s.free) >= n * gpw and self._defragment(
-                view, w, s, pool.candidates(pool.below(w.rank), lambda i, j: j not in taken)):
+                view, w, s, pool.candidates(range(pool.below(w.rank)), lambda i, j: j not in taken)):
             return s if self._worth(w, n, s) else Staging(free, {}, {}, s.victims)
         # Rule 3 cannot give a placement meeting its target to a job that misses it even at the
         # rate of its request packed on the fewest nodes (no placement of it runs faster): its
@@ -562,12 +570,19 @@ class Singularity(PolicyBase):
             return Staging(free, {}, {}, s.victims)  # rule 6: discard as a unit
         return s
 
-    @staticmethod
-    def _victims(w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts], Iterable[Facts]]:
-        """Rule 3's victims of ``w`` for giving back, shrinking and preempting, in victim order."""
+    def _victims(self, w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts], Iterable[Facts]]:
+        """Rule 3's victims of ``w`` for giving back, shrinking and preempting, in victim order.
+        Of its own tier only those with more slack than a restart and rule 3's margin: rule 4
+        keeps the others whole (a shrink or a preemption costs a victim at least a restart)."""
         taken = plan.allocations
-        # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
-        count = pool.below(w.rank + 1 if w.on_time or w.leads else w.rank)
+        below = pool.below(w.rank)
+        positions: Sequence[int] = range(below)
+        if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
+            count = pool.below(w.rank + 1)
+            margin = max(w.slack_s, 0.0) + self.min_hold_s  # as _reclaim's
+            slack = pool.order().slack[below:count]
+            own = below + np.flatnonzero((slack == math.inf) | (slack - self.restart_s > margin))
+            positions = [*positions, *own.tolist()] if len(own) else positions
 
         def lower(i: int, j: str) -> bool:
             return j not in taken and not (w.leads and pool.order().critical[i])
@@ -580,20 +595,21 @@ class Singularity(PolicyBase):
         def can_preempt(i: int, j: str) -> bool:
             return j not in fixed and lower(i, j)
 
-        return (pool.grown(lambda j: j not in taken), pool.candidates(count, can_shrink),
-                pool.candidates(count, can_preempt))
+        return (pool.grown(lambda j: j not in taken), pool.candidates(positions, can_shrink),
+                pool.candidates(positions, can_preempt))
 
-    @staticmethod
-    def _any_victims(w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts], Iterable[Facts]]:
+    def _any_victims(self, w: Facts, pool: Victims, plan: Plan) -> tuple[Iterable[Facts], Iterable[Facts],
+                                                                          Iterable[Facts]]:
         """The same victims as ``_victims``, in no particular order (without the victim order)."""
         taken, top = plan.allocations, w.rank + 1 if w.on_time or w.leads else w.rank
-        fixed = pool.unpreemptable
+        fixed, margin = pool.unpreemptable, max(w.slack_s, 0.0) + self.min_hold_s
 
         def of(ids: Iterable[str]) -> Iterator[Facts]:
             for j in ids:
                 if j not in taken and pool.rank(j) < top:
                     v = pool.fact(j)
-                    if not (w.leads and v.critical):
+                    if not (w.leads and v.critical) and (
+                            v.rank < w.rank or v.slack_s == math.inf or v.slack_s - self.restart_s > margin):
                         yield v
 
         return ((pool.fact(j) for j in pool.grown_ids() if j not in taken), of(pool.shrinkable()),

@@ -73,6 +73,7 @@ class VictimOrder:
     ids: list[str]
     ranks: np.ndarray  # ascending (the order's first key)
     critical: list[bool]
+    slack: np.ndarray  # as ``Facts.slack_s`` (inf: no target)
 
 
 class Table:
@@ -142,13 +143,20 @@ class Table:
         tier, not critical before critical, largest surplus (shortest remaining among critical
         ones), latest arrival, job id; as ``Facts.victim_key`` sorts them."""
         if not ids:
-            return VictimOrder([], np.zeros(0, dtype=np.int64), [])
+            return VictimOrder([], np.zeros(0, dtype=np.int64), [], np.zeros(0))
         r = self.rows(ids)
         done = work_done_at(statuses, self.work[r], now)
         _, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
         rank = self.rank[r]
         order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
-        return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist())
+        return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist(),
+                           self._slack(r, remaining, now, restart_s)[order])
+
+    def _slack(self, r: np.ndarray, remaining: np.ndarray, now: float, restart_s: float) -> np.ndarray:
+        """Rows ``r``'s slack (``Singularity._facts``: the latest finish meeting the target, less
+        a restart, less the remaining ideal time; inf without a target)."""
+        due = self.deadline[r] - now - restart_s
+        return np.where(np.isnan(due), math.inf, due - remaining)
 
     def serve_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
                     allowance_s: float, drain: float | None) -> ServeOrder:
@@ -162,8 +170,8 @@ class Table:
         due = self.deadline[r] - now - restart_s
         timed = ~np.isnan(due)
         top = self.top[r]
+        slack = self._slack(r, remaining, now, restart_s)
         with np.errstate(divide="ignore", invalid="ignore"):
-            slack = np.where(timed, due - remaining, math.inf)
             late = timed & ((top <= 0) | (due < left / np.where(top > 0, top, 1.0)))
         on_time = timed & ~late
         leads = critical & ~on_time
