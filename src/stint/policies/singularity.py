@@ -89,7 +89,9 @@ faster than packed: true of the scaling model; with measured throughput tables a
 placement measured faster is not looked for): its staging stops at the first victim it could
 stage, any one, found without the victim order, and is discarded as the whole walk's would be
 (it counts towards ``max_reclaims`` as before); a basic job has no victim below its tier, so a
-pass whose reclaiming jobs are all such or basic sorts no running job. Under long congestion
+pass whose reclaiming jobs are all such or basic sorts no running job. Of its own tier a waiting
+job walks only the victims with more slack than a restart and rule 3's margin (the victim order's
+slack column): rule 4 keeps the others whole, and a congested tier holds many. Under long congestion
 (a cluster given more than its share, ``benchmarks/singularity_equivalence.py --workloads
 fleetll``) most waiting jobs are late, and this is most of a pass's cost spared. O(jobs log
 jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
