@@ -108,6 +108,30 @@ def test_a_second_fetch_for_a_move_already_copied_copies_nothing(tmp_path: Path)
         dst_server.shutdown()
 
 
+def test_the_service_remembers_only_its_latest_moves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long-lived copy service must not keep every move it ever copied: the oldest is forgotten
+    # past REMEMBERED_MOVES (here 2), while a repeat fetch of a recent move still copies nothing.
+    from stint.runtime import copy
+
+    monkeypatch.setattr(copy, "REMEMBERED_MOVES", 2)
+    src_root, dst_root = tmp_path / "a", tmp_path / "b"
+    for job in ("1", "2", "3"):
+        _ckpt(src_root, job, {"step-1.ckpt": b"old"})
+    src_server, src = start_storage(src_root, SECRET)
+    dst_server, dst = start_storage(dst_root, SECRET)
+    try:
+        for job in ("1", "2", "3"):
+            request_fetch(dst, job, src, SECRET, migration=f"a->b@{job}")
+            (dst_root / job / "ckpt" / "step-2.ckpt").write_bytes(b"new")  # the job ran on b
+        assert [k[1] for k in copy._DONE if k[0] == dst_root] == ["2", "3"]
+        for job in ("2", "3"):
+            request_fetch(dst, job, src, SECRET, migration=f"a->b@{job}")
+            assert (dst_root / job / "ckpt" / "step-2.ckpt").read_bytes() == b"new"
+    finally:
+        src_server.shutdown()
+        dst_server.shutdown()
+
+
 def test_the_services_answer_only_the_fleets_secret(tmp_path: Path) -> None:
     # A job on the cluster's machine reaches both services' ports: without the secret it can
     # neither read nor replace another job's checkpoint, nor launch anything as anyone.

@@ -23,7 +23,9 @@ the two clusters, not the control plane:
   naming the file; nothing is swapped in. ``migration`` names the move the copy is for: a
   fetch of a move already copied here answers that copy's report and copies nothing (a control
   plane restarted during a copy asks again, and its first request may reach the service late,
-  after the job has started from the copy: it must not swap an old checkpoint in under it).
+  after the job has started from the copy: it must not swap an old checkpoint in under it). The
+  service remembers the last ``REMEMBERED_MOVES`` moves it copied (the oldest forgotten first),
+  so a long-lived service's memory stays bounded.
 
 Every call, the peers' included, carries the fleet's secret (``fleet_secret``); one without it is
 a 401, so no job can read or replace another's checkpoint or log through the service.
@@ -42,6 +44,7 @@ import shutil
 import socket
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,7 +106,8 @@ class _Turn:
 
 _TURNS: dict[tuple[Path, str], _Turn] = {}
 _TURNS_GUARD = threading.Lock()
-_DONE: dict[tuple[Path, str], tuple[str, CopyReport]] = {}  # (storage, job) -> its last move copied
+REMEMBERED_MOVES = 4096  # moves copied that a repeat fetch is answered from (module docstring)
+_DONE: OrderedDict[tuple[Path, str], tuple[str, CopyReport]] = OrderedDict()  # (storage, job) -> last move copied
 
 
 def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = None,
@@ -126,7 +130,11 @@ def fetch(root: Path, job: str, source: str, secret: str, owner: str | None = No
             if migration and done is not None and done[0] == migration:
                 return done[1]
             report = _fetch(root, job, source, fleet_secret.headers(secret), owner)
-            _DONE[key] = (migration, report)
+            with _TURNS_GUARD:
+                _DONE[key] = (migration, report)
+                _DONE.move_to_end(key)
+                while len(_DONE) > REMEMBERED_MOVES:
+                    _DONE.popitem(last=False)
             return report
     finally:
         with _TURNS_GUARD:
