@@ -120,8 +120,7 @@ class ScratchFree(MutableSequence[int]):
         """``packing.emptiest``'s placement: as many workers as fit on each node, most free
         GPUs first (ties: lower index); None if they do not all fit."""
         mine = sorted((-g, node) for node, g in self.over.items() if g > 0)
-        return fill(((-neg, node) for neg, node in heapq.merge(self.by_free.descending(self.over), mine)),
-                    workers, gpw)
+        return fill(heapq.merge(self.by_free.descending(self.over), mine), workers, gpw)
 
 
 class RoomFree(list[int]):
@@ -184,17 +183,17 @@ class RoomFree(list[int]):
         most free GPUs first (ties: lower index); None if they do not all fit."""
         if workers * gpw > self.total:
             return None
-        return fill(((g, node) for g in sorted(self.by_free, reverse=True) for node in sorted(self.by_free[g])),
+        return fill(((-g, node) for g in sorted(self.by_free, reverse=True) for node in sorted(self.by_free[g])),
                     workers, gpw)
 
 
 def fill(nodes: Iterable[tuple[int, int]], workers: int, gpw: int) -> dict[int, int] | None:
-    """As many workers as fit on each node of ``nodes`` (free GPUs, node), most free first;
-    None if they do not all fit."""
+    """As many workers as fit on each node of ``nodes`` (minus its free GPUs, node), most free
+    first; None if they do not all fit."""
     out: dict[int, int] = {}
     left = workers
-    for g, node in nodes:
-        k = min(left, g // gpw)
+    for neg, node in nodes:
+        k = min(left, -neg // gpw)
         if k <= 0:
             return None  # every node after this one has fewer free GPUs still
         out[node] = k
