@@ -1,12 +1,15 @@
 """Does ``singularity`` still make the same decisions, and how much cheaper is it? Side by side.
 
-Runs the policy of this tree and the one of a git revision (``--ref``, default HEAD) on the same
-workloads and prints, per workload and version, the CPU seconds of the simulation, CPU-ms per job
-and a digest of every job's record (start, finish, work received, preemptions, migrations,
-resizes, attained GPU-s; in a fleet also every fleet record: cluster, moves, work lost); "same" when the digests are equal.
+Runs this tree and a git revision (``--ref``, default HEAD) on the same workloads and prints, per
+workload and version, the CPU seconds of the simulation, CPU-ms per job and a digest of every
+job's record (start, finish, work received, preemptions, migrations, resizes, attained GPU-s; in
+a fleet also every fleet record: cluster, moves, work lost); "same" when the digests are equal.
+The reference is the revision's whole source tree (a temporary git worktree, run in a process of
+its own, workload by workload just before this tree's run), so everything a pass calls —
+placement, the table, the simulator — is the revision's.
 
-    .venv/bin/python benchmarks/singularity_equivalence.py --ref fd10718
-    .venv/bin/python benchmarks/singularity_equivalence.py --ref fd10718 --workloads fleet30
+    .venv/bin/python benchmarks/singularity_equivalence.py --ref 34e458f
+    .venv/bin/python benchmarks/singularity_equivalence.py --ref 34e458f --workloads fleetll,fleet30
 
 Workloads: ``pollux`` (pollux:6 on 16 x 4 GPUs), ``philly`` (Philly's first 3,000 jobs on 128 GPUs,
 tiers premium 10 % / standard 30 % / basic 60 %, reservation peak=0.3,start=9,end=21),
@@ -23,19 +26,20 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
+import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stint.model.fleet import Fleet, FleetCluster, FleetFailure
 from stint.perf.scaling import ScalingModel
-from stint.policies import registry
 from stint.policies.base import PolicyBase
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make
@@ -51,23 +55,26 @@ FIELDS = ("job_id", "first_start_s", "finish_s", "work_received", "preemptions",
           "attained_gpu_s")
 
 
-def reference(rev: str) -> Factory:
-    """The ``Singularity`` class of ``rev``, loaded without registering it."""
-    src = subprocess.run(["git", "show", f"{rev}:src/stint/policies/singularity.py"], check=True,
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout
-    path = Path(tempfile.mkdtemp()) / "singularity_ref.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("singularity_ref", path)
-    assert spec is not None and spec.loader is not None
-    mod = sys.modules["singularity_ref"] = importlib.util.module_from_spec(spec)
-    saved = registry.register
-    registry.register = lambda name: (lambda cls: cls)  # type: ignore[assignment]
+@contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """A temporary checkout of ``rev`` (a git worktree), removed afterwards."""
+    repo = Path(__file__).resolve().parent.parent
+    path = Path(tempfile.mkdtemp()) / "ref"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(path), rev], check=True, cwd=repo)
     try:
-        spec.loader.exec_module(mod)
+        yield path
     finally:
-        registry.register = saved
-    cls: Factory = mod.Singularity
-    return cls
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], check=True, cwd=repo)
+
+
+def run_ref(tree: Path, workload: str) -> tuple[str, int, float]:
+    """Digest, records and CPU seconds of ``workload`` on the source tree ``tree`` (this script in
+    a process whose ``stint`` is that tree's)."""
+    out = subprocess.run([sys.executable, __file__, "--only", "new", "--json", "--workloads", workload],
+                         check=True, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tree / "src")}).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    return got["digest"], got["jobs"], got["cpu_s"]
 
 
 def digest(records: Iterable[Any], more: Iterable[Any] = ()) -> tuple[str, int]:
@@ -121,28 +128,37 @@ WORKLOADS: dict[str, Callable[[], Callable[[Factory], tuple[str, int]]]] = {
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", default="HEAD", help="git revision of the reference policy")
+    ap.add_argument("--ref", default="HEAD", help="git revision of the reference")
     ap.add_argument("--workloads", default="pollux,philly,fleet10")
     ap.add_argument("--only", choices=("both", "new", "ref"), default="both")
+    ap.add_argument("--json", action="store_true", help="one JSON line per run (how a reference run reports)")
     a = ap.parse_args()
-    versions: dict[str, Factory] = {}
-    if a.only in ("both", "ref"):
-        versions[f"ref {a.ref}"] = reference(a.ref)
-    if a.only in ("both", "new"):
-        versions["this tree"] = lambda: make("singularity")  # type: ignore[return-value]
-    for name in a.workloads.split(","):
-        run = WORKLOADS[name]()
-        seen = {}
-        for label, factory in versions.items():
-            t0 = time.process_time()
-            d, n = run(factory)
-            cpu = time.process_time() - t0
-            seen[label] = (d, cpu)
-            print(f"{name:8s} {label:14s} jobs {n:6d}  CPU {cpu:7.1f} s  {1000 * cpu / n:6.3f} ms/job  digest {d}",
-                  flush=True)
-        if len(seen) == 2:
-            (d0, c0), (d1, c1) = seen.values()
-            print(f"{name:8s} {'same' if d0 == d1 else 'DIFFERENT'}  ref/new CPU {c0 / max(c1, 1e-9):.2f}x", flush=True)
+    with worktree(a.ref) if a.only != "new" else nullcontext(Path()) as tree:
+        for name in a.workloads.split(","):
+            seen: dict[str, tuple[str, float]] = {}
+            if a.only != "new":
+                d, n, cpu = run_ref(tree, name)
+                seen[f"ref {a.ref}"] = (d, cpu)
+                _report(name, f"ref {a.ref}", n, cpu, d)
+            if a.only != "ref":
+                run = WORKLOADS[name]()
+                t0 = time.process_time()
+                d, n = run(lambda: make("singularity"))  # type: ignore[arg-type, return-value]
+                cpu = time.process_time() - t0
+                seen["this tree"] = (d, cpu)
+                if a.json:
+                    print(json.dumps({"workload": name, "jobs": n, "cpu_s": cpu, "digest": d}), flush=True)
+                else:
+                    _report(name, "this tree", n, cpu, d)
+            if len(seen) == 2:
+                (d0, c0), (d1, c1) = seen.values()
+                print(f"{name:8s} {'same' if d0 == d1 else 'DIFFERENT'}  ref/new CPU {c0 / max(c1, 1e-9):.2f}x",
+                      flush=True)
+
+
+def _report(name: str, label: str, jobs: int, cpu: float, digest_: str) -> None:
+    print(f"{name:8s} {label:14s} jobs {jobs:6d}  CPU {cpu:7.1f} s  {1000 * cpu / jobs:6.3f} ms/job  "
+          f"digest {digest_}", flush=True)
 
 
 if __name__ == "__main__":
