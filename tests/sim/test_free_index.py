@@ -53,7 +53,7 @@ def test_index_placement_picks_the_same_nodes_as_the_scan(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_placement_on_the_nodes_with_room_picks_the_same_nodes_as_the_scan(seed: int) -> None:
-    # RoomFree keeps the nodes with any GPU free; consolidated and emptiest look only at them.
+    # RoomFree keeps its nodes by free GPUs and its total; consolidated and emptiest read only those.
     rng = random.Random(seed)
     plain = [rng.choice([0, 0, 0, 1, 2, 4, 8]) for _ in range(rng.randint(1, 40))]
     room = RoomFree(plain)
@@ -72,7 +72,11 @@ def test_placement_on_the_nodes_with_room_picks_the_same_nodes_as_the_scan(seed:
                 give(plain, got, gpw)
         if rng.random() < 0.05:
             plain[:] = room[:] = [rng.choice([0, 8]) for _ in plain]
-        assert room == plain and room.room == {i for i, f in enumerate(plain) if f > 0} and room.total == sum(plain)
+        buckets: dict[int, set[int]] = {}
+        for i, f in enumerate(plain):
+            if f > 0:
+                buckets.setdefault(f, set()).add(i)
+        assert room == plain and room.by_free == buckets and room.total == sum(plain)
 
 
 def test_scratch_writes_never_reach_the_ledger() -> None:

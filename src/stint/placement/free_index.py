@@ -167,11 +167,6 @@ class RoomFree(list[int]):
             self.total += new
             self.by_free.setdefault(new, set()).add(j)
 
-    @property
-    def room(self) -> set[int]:
-        """The nodes with any GPU free."""
-        return set().union(*self.by_free.values())
-
     def best_fit(self, need: int) -> int:
         """The node with the least free GPUs that still fit ``need`` (>= 1), the lowest index
         among equals; -1 if none."""

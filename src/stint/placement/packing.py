@@ -46,8 +46,7 @@ def _best_fit(free: Sequence[int], need: int) -> int:
     """The node with the least free GPUs that still fit ``need``, the lowest index among equals;
     -1 if none."""
     best, best_free = -1, 1 << 30
-    for i in range(len(free)):
-        f = free[i]
+    for i, f in enumerate(free):
         if need <= f < best_free:
             best, best_free = i, f
     return best
@@ -76,7 +75,7 @@ def emptiest(free: Sequence[int], workers: int, gpus_per_worker: int = 1) -> Pla
         return free.emptiest(workers, gpus_per_worker)
     # Most free first, ties by index (a stable sort, reverse included); nodes with no room for a
     # worker would take none.
-    room = [i for i in range(len(free)) if free[i] >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))
+    room = [i for i, f in enumerate(free) if f >= gpus_per_worker] if gpus_per_worker > 0 else range(len(free))
     return in_order(free, workers, gpus_per_worker, sorted(room, key=free.__getitem__, reverse=True))
 
 

@@ -581,9 +581,7 @@ class Singularity(PolicyBase):
         positions: Sequence[int] = range(below)
         if w.on_time or w.leads:  # rule 3: less urgent (rule 8: not critical) jobs of its own tier too
             count = pool.below(w.rank + 1)
-            margin = max(w.slack_s, 0.0) + self.min_hold_s  # as _reclaim's
-            slack = pool.order().slack[below:count]
-            own = below + np.flatnonzero((slack == math.inf) | (slack - self.restart_s > margin))
+            own = below + np.flatnonzero(self._may_lose(pool.order().slack[below:count], w))
             positions = [*positions, *own.tolist()] if len(own) else positions
 
         def lower(i: int, j: str) -> bool:
@@ -604,18 +602,24 @@ class Singularity(PolicyBase):
                                                                           Iterable[Facts]]:
         """The same victims as ``_victims``, in no particular order (without the victim order)."""
         taken, top = plan.allocations, w.rank + 1 if w.on_time or w.leads else w.rank
-        fixed, margin = pool.unpreemptable, max(w.slack_s, 0.0) + self.min_hold_s
+        fixed = pool.unpreemptable
 
         def of(ids: Iterable[str]) -> Iterator[Facts]:
             for j in ids:
                 if j not in taken and pool.rank(j) < top:
                     v = pool.fact(j)
-                    if not (w.leads and v.critical) and (
-                            v.rank < w.rank or v.slack_s == math.inf or v.slack_s - self.restart_s > margin):
+                    if not (w.leads and v.critical) and (v.rank < w.rank or self._may_lose(v.slack_s, w)):
                         yield v
 
         return ((pool.fact(j) for j in pool.grown_ids() if j not in taken), of(pool.shrinkable()),
                 of(j for j in pool.running if j not in fixed))
+
+    def _may_lose(self, slack: float | np.ndarray, w: Facts) -> bool | np.ndarray:
+        """Whether a victim of ``w``'s own tier with ``slack`` (one, or an array) could be shrunk
+        or preempted for it: without a target, or with more slack than a restart and rule 3's
+        margin (``_reclaim``'s; a shrink or a preemption costs a victim at least a restart)."""
+        margin = max(w.slack_s, 0.0) + self.min_hold_s
+        return (slack == math.inf) | (slack - self.restart_s > margin)
 
     def _start(self, s: Staging, w: Facts, got: dict[int, int], why: str) -> Staging:
         take(s.free, got, w.st.spec.gpus_per_worker)
