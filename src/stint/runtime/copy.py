@@ -105,7 +105,7 @@ class _Turn:
 
 
 _TURNS: dict[tuple[Path, str], _Turn] = {}
-_TURNS_GUARD = threading.Lock()
+_TURNS_GUARD = threading.Lock()  # guards _TURNS and _DONE
 REMEMBERED_MOVES = 4096  # moves copied that a repeat fetch is answered from (module docstring)
 _DONE: OrderedDict[tuple[Path, str], tuple[str, CopyReport]] = OrderedDict()  # (storage, job) -> last move copied
 
