@@ -30,7 +30,9 @@ Environment of every worker process (the contract with ``stint.torch``)
 ``STINT_LOGICAL_WORLD_SIZE``, ``STINT_CKPT_DIR``, ``STINT_MASTER_ADDR`` (127.0.0.1),
 ``STINT_MASTER_PORT`` (a free port chosen per attempt), ``STINT_STATUS_FILE`` (per job; the SDK may
 write JSON progress there, read back by ``Executor.status``), ``STINT_STOP_FILE`` (appears when a stop
-was requested: a second channel besides SIGUSR1), ``STINT_NODE``; and the standard ``RANK``,
+was requested: a second channel besides SIGUSR1), ``STINT_HEARTBEAT_FILE`` (a job without the
+SDK may touch it to say it is alive; ``Executor.status`` reports its time as ``heartbeat_at``),
+``STINT_NODE``; and the standard ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``, ``CUDA_VISIBLE_DEVICES`` (the slots,
 comma-joined). The environment is fresh: besides these it holds only ``PATH``, ``HOME``, ``USER``,
 ``LOGNAME``, ``SHELL``, ``LANG``/``LC_*``/``TZ``/``TERM`` and the ``CUDA_*``/``NCCL_*``/
@@ -59,6 +61,8 @@ Changes to this interface are announced here.
   when ``os_user`` is set).
 - v1.2: the executors are ``local.LocalExecutor(state_dir, nodes, gpus_per_node)`` and
   ``ray.RayExecutor(state_dir, address=None)`` (address defaults to ``$RAY_ADDRESS``).
+- v1.4: ``WorkerLaunch.memory_max``, ``pids_max``, ``log_max_bytes``, ``disk_max_bytes``;
+  ``LaunchError.transient``; ``STINT_HEARTBEAT_FILE`` and ``status()["heartbeat_at"]``.
 - v1.3: ``down_nodes()``: the controller keeps nothing on a node that is down (the local
   executor's virtual nodes never are; the Ray executor does not report Ray node deaths yet).
 """
@@ -83,7 +87,14 @@ class ExecutorError(RuntimeError):
 
 
 class LaunchError(ExecutorError):
-    """A launch that can never succeed as given (retrying it is pointless)."""
+    """A launch refused by the OS or the executor. ``transient``: it may succeed later (the
+    host was short of processes, memory or descriptors: EAGAIN, ENOMEM, EMFILE, ENFILE), so the
+    controller retries it with backoff; otherwise it can never succeed as given (an unknown
+    account, a job directory of another account, arguments beyond the OS limit)."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,14 @@ class WorkerLaunch:
     cwd: str | None = None  # working directory of the command; None = the executor's
     os_user: str | None = None  # OS account the worker runs as; None = the executor's own
     job_dir: str | None = None  # the job's own directory (status and stop files); None = state
+    # What the kernel bounds, per worker (None: no bound): its memory in bytes (a cgroup's
+    # memory limit), its processes and threads (the cgroup's pids limit); and per job: the bytes
+    # its log may hold (past them the oldest part is dropped) and the bytes its directory may
+    # hold (past them the attempt fails).
+    memory_max: int | None = None
+    pids_max: int | None = None
+    log_max_bytes: int | None = None
+    disk_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))

@@ -26,6 +26,7 @@ import os
 import random
 import signal
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -237,15 +238,23 @@ class SupervisedExecutor(ABC):
         )
 
     def status(self, job_id: str) -> Mapping[str, Any] | None:
-        rec = read_json_nofollow(self._status_path(job_id))
-        return rec if isinstance(rec, dict) else None
+        """The SDK's last report, with ``heartbeat_at`` (the time the job last touched
+        ``STINT_HEARTBEAT_FILE``) when that file exists; None if there is neither."""
+        shared = self._shared_dir(job_id)
+        rec = read_json_nofollow(str(shared / "status.json"))
+        beat = _mtime(shared / "heartbeat")
+        out = dict(rec) if isinstance(rec, dict) else None
+        if beat is not None:
+            out = {**(out or {}), "heartbeat_at": beat}
+        return out
 
-    def _status_path(self, job_id: str) -> str:
+    def _shared_dir(self, job_id: str) -> Path:
+        """Where the job's status and heartbeat files are: its directory, else our state."""
         attempts = sorted(int(p.name) for p in self._job_dir(job_id).glob("[0-9]*"))
         ws = self._workers(job_id, attempts[-1]) if attempts else []
         if ws and ws[0].job_dir is not None:
-            return str(Path(ws[0].job_dir) / "status.json")
-        return str(self._job_dir(job_id) / "status.json")
+            return Path(ws[0].job_dir)
+        return self._job_dir(job_id)
 
     @staticmethod
     def shim_args(w: WorkerLaunch, attempt_dir: Path) -> list[str]:
@@ -372,6 +381,7 @@ class SupervisedExecutor(ABC):
             STINT_STATUS_FILE=str(shared / "status.json") if shared else
             str(self.root / "jobs" / w.job_id / "status.json"),
             STINT_STOP_FILE=str(shared / f"stop-{w.attempt}") if shared else str(d / "stop.json"),
+            STINT_HEARTBEAT_FILE=str((shared or self.root / "jobs" / w.job_id) / "heartbeat"),
             STINT_NODE=w.node,
             STINT_SHIM_TOKEN=self._token(w),
             RANK=str(w.rank),
@@ -541,6 +551,15 @@ def _describe_failure(s: RankState) -> str:
             name = f"signal {-rc}"
         return f"rank {s.rank} killed by {name}"
     return f"rank {s.rank} exited with code {rc}"
+
+
+def _mtime(path: Path) -> float | None:
+    """The modification time of the plain file at ``path`` (never following a link), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_mtime if stat.S_ISREG(st.st_mode) else None
 
 
 def _exists(d: Path, rank: int, suffix: str) -> bool:
