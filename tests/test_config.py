@@ -21,6 +21,7 @@ nodes = 3
 [controller]
 tick_s = 0.2
 max_retries = 5
+stuck_step_s = 5
 
 [policy]
 name = "singularity"
@@ -57,6 +58,7 @@ def test_print_config_loads_back_to_the_same_settings(tmp_path: Path) -> None:
     conf.write_text(CONFIG)
     filed = load(conf)
     assert filed.executor.nodes == 3 and filed.controller.tick_s == 0.2
+    assert filed.controller.stuck_step_s == 5.0 and ServeConfig().controller.stuck_step_s == 60
     assert filed.tiers.premium == 0.9 and filed.tiers.standard == 0.70 and filed.tiers.basic is None
     alice = filed.limits.of("ali.ce")
     assert alice.tiers == tuple(Tier) and alice.max_gpus == 4  # the rest from [limits]
@@ -90,6 +92,7 @@ def test_flags_given_win_over_the_file_and_only_those(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "line", "words"), [
     ("[controller]\n\ntick_s = 0.001\n", 3, "controller.tick_s: must be at least 0.01"),
+    ("[controller]\nstuck_step_s = 0\n", 2, "controller.stuck_step_s: must be above 0"),
     ("[limits.users.bob]\nmax_gpu = 3\n", 2, "unknown key limits.users.bob.max_gpu"),
     ("[limits]\ntiers = [\n  \"gold\",\n]\n", 2, "limits.tiers: 'gold' is not a tier"),
     ("[tiers]\npremium = 1.5\n", 2, "tiers.premium: must be a target in (0, 1]"),

@@ -24,6 +24,7 @@ tick_s = 0.5                  # seconds between reconcile steps
 grace_s = 30.0                # checkpoint request -> SIGTERM
 max_retries = 3
 slow_step_s = 1.0             # a slower step is logged as a warning
+stuck_step_s = 60.0           # a step running longer: /v1/health/controller answers 503
 drain = false
 
 [policy]
@@ -122,6 +123,7 @@ class ControlConfig:
     grace_s: float = 30.0  # checkpoint request -> SIGTERM
     max_retries: int = 3  # worker failures a job survives
     slow_step_s: float = 1.0  # a step slower than this is logged as a warning
+    stuck_step_s: float = 60.0  # a step running longer makes the controller's health a 503
     drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
 
 
@@ -185,7 +187,7 @@ _TABLES: dict[str, set[str]] = {
     "server": {"host", "port", "log_level"},
     "store": {"data_dir", "db", "jobs_dir"},
     "executor": {"kind", "nodes", "gpus_per_node", "ray_address"},
-    "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "drain"},
+    "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain"},
     "policy": {"name", "options"},
     "tiers": {t.value for t in Tier},
     "limits": {"max_jobs", "max_gpus", "max_command_bytes", "tiers", "users"},
@@ -220,6 +222,7 @@ def load(path: Path) -> ServeConfig:
                                  ctl.number("grace_s", d.controller.grace_s),
                                  ctl.integer("max_retries", d.controller.max_retries),
                                  ctl.number("slow_step_s", d.controller.slow_step_s),
+                                 ctl.number("stuck_step_s", d.controller.stuck_step_s),
                                  ctl.flag("drain", d.controller.drain)),
         policy=_policy(top.sub("policy")),
         tiers=_tiers(top.sub("tiers")),
@@ -249,6 +252,8 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
         ("controller.max_retries", c.max_retries >= 0, f"must be at least 0, not {c.max_retries}"),
         ("controller.slow_step_s", _finite_at_least(c.slow_step_s, 0.0) and c.slow_step_s > 0,
          f"must be above 0, not {c.slow_step_s}"),
+        ("controller.stuck_step_s", _finite_at_least(c.stuck_step_s, 0.0) and c.stuck_step_s > 0,
+         f"must be above 0, not {c.stuck_step_s}"),
     ]
     for key, lim in (("limits", cfg.limits.default),
                      *((f"limits.users.{u}", v) for u, v in cfg.limits.users.items())):
@@ -275,7 +280,7 @@ def dump(cfg: ServeConfig) -> str:
                                   ray_address=ex.ray_address),
            "", "[controller]", *_kv(tick_s=ctl.tick_s, grace_s=ctl.grace_s,
                                     max_retries=ctl.max_retries, slow_step_s=ctl.slow_step_s,
-                                    drain=ctl.drain),
+                                    stuck_step_s=ctl.stuck_step_s, drain=ctl.drain),
            "", "[policy]", *_kv(name=cfg.policy_name()), "", "[policy.options]"]
     for opt in cfg.policy.options:
         key, _, value = opt.partition("=")

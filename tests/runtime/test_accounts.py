@@ -224,3 +224,82 @@ def test_a_users_job_moves_between_clusters_as_its_owner(accounts: tuple[str, st
     finally:
         serve.stop()
         kill_leftover_workers(data)
+
+
+# A job that writes the uid it runs as to ``uid`` in its job directory (the parent of its
+# checkpoint directory).
+WRITE_UID = ("import os; d = os.path.dirname(os.environ['STINT_CKPT_DIR']); "
+             "open(d + '/uid', 'w').write(str(os.getuid()))")
+
+
+def _submit(serve: ServeProc, token: str | None, *args: str) -> int:
+    return int(serve.cli("submit", *args, token=token))
+
+
+def _refused(serve: ServeProc, token: str) -> str:
+    """The 403's message of a submission with ``token``."""
+    r = serve.client().http.post("/v1/jobs", json={"command": ["true"]},
+                                 headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 403, r.text
+    return str(r.json()["detail"])
+
+
+def test_a_demoted_admin_never_runs_as_root(accounts: tuple[str, str], base: Path) -> None:
+    # The built-in admin's account is the control plane's (root). Once demoted, its
+    # submissions are refused, and its job that was queued before the demotion fails at its
+    # launch instead of running as root.
+    data = base / "data"
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"))
+    serve.jobs_dir = base / "jobs"
+    serve.start()
+    try:
+        bob = serve.cli("user", "create", "bob", "--os-user", accounts[1], "--admin").strip()
+        release = base / "release"
+        hold = _submit(serve, None, "--gpus", "4", "--", "/bin/sh", "-c",
+                       f"while [ ! -e {release} ]; do sleep 0.1; done")
+        wait_for(lambda: _state(serve, hold) == "running", 60, "the admin's job to hold the GPUs")
+        queued = _submit(serve, None, "--", str(PY), "-c", WRITE_UID)
+        assert _state(serve, queued) == "queued"
+
+        serve.cli("token", "create", "admin", "--no-admin", token=bob)  # (rewrites admin.token)
+        admin = (data / "admin.token").read_text().strip()
+        why = _refused(serve, admin)
+        assert "not an admin" in why and "'root'" in why
+        assert "stint user create admin --os-user ACCOUNT" in why
+
+        release.touch()
+        wait_for(lambda: _state(serve, queued) == "failed", 60, "the queued job to fail")
+        detail = json.loads(serve.cli("show", str(queued), "--json", token=bob))
+        assert "launch refused" in detail["reason"] and "not an admin" in detail["reason"]
+        assert not (serve.jobs_dir / str(queued) / "uid").exists()  # it never ran
+        assert _state(serve, hold) == "succeeded"
+    finally:
+        serve.stop()
+        kill_leftover_workers(data)
+
+
+def test_an_admin_runs_jobs_only_as_the_account_it_is_mapped_to(accounts: tuple[str, str],
+                                                                 base: Path) -> None:
+    alice, _ = accounts
+    data = base / "data"
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"))
+    serve.jobs_dir = base / "jobs"
+    serve.start()
+    try:
+        # An admin without an OS account submits nothing (no fallback to root) ...
+        carol = serve.cli("token", "create", "carol", "--admin").strip()
+        why = _refused(serve, carol)
+        assert "no OS account" in why and "stint user create carol --os-user ACCOUNT" in why
+        assert "no OS account" in serve.cli("whoami", token=carol)
+
+        # ... and the built-in admin mapped to an account runs its jobs as that account.
+        serve.cli("user", "create", "admin", "--os-user", alice)
+        assert f"jobs run as {alice}" in serve.cli("whoami")
+        job = _submit(serve, None, "--chdir", str(_workdir(base, alice)), "--", str(PY), "-c",
+                      WRITE_UID)
+        wait_for(lambda: _state(serve, job) == "succeeded", 60, "the admin's job to succeed")
+        uid = (serve.jobs_dir / str(job) / "uid").read_text()
+        assert int(uid) == pwd.getpwnam(alice).pw_uid != 0
+    finally:
+        serve.stop()
+        kill_leftover_workers(data)

@@ -1,10 +1,13 @@
 """The ``stint serve`` control loop survives failing steps: a real ``ControlLoop`` thread over a
-real LocalExecutor and real worker processes, with an executor wrapper that raises on chosen calls.
+real LocalExecutor and real worker processes, with an executor wrapper that raises on chosen calls
+(or blocks in them, as on a job's file that does not answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +29,14 @@ STEPS = 20
 
 
 class FlakyExecutor:
-    """Delegates to a real executor; the first ``fail[name]`` calls of method ``name`` raise."""
+    """Delegates to a real executor; the first ``fail[name]`` calls of method ``name`` raise, and
+    a call of a method named in ``gates`` waits for its event first."""
 
     def __init__(self, inner: LocalExecutor, fail: dict[str, int],
                  error: type[Exception] = ExecutorError) -> None:
         self.inner, self.fail, self.error = inner, dict(fail), error
         self.calls: dict[str, int] = {}
+        self.gates: dict[str, threading.Event] = {}
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self.inner, name)
@@ -40,6 +45,9 @@ class FlakyExecutor:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] = self.calls.get(name, 0) + 1
+            gate = self.gates.get(name)
+            if gate is not None:
+                gate.wait()
             if self.fail.get(name, 0) > 0:
                 self.fail[name] -= 1
                 raise self.error(f"injected failure in {name}")
@@ -50,20 +58,23 @@ class FlakyExecutor:
 
 @pytest.fixture
 def loop_over(store: Store, tmp_path: Path) -> Iterator[Any]:
-    made: list[tuple[ControlLoop, LocalExecutor]] = []
+    made: list[tuple[ControlLoop, LocalExecutor, FlakyExecutor]] = []
 
-    def start(fail: dict[str, int], error: type[Exception] = ExecutorError
-              ) -> tuple[ControlLoop, FlakyExecutor]:
+    def start(fail: dict[str, int], error: type[Exception] = ExecutorError,
+              stuck_step_s: float = 60.0) -> tuple[ControlLoop, FlakyExecutor]:
         inner = LocalExecutor(tmp_path / "executor", nodes=2, gpus_per_node=2)
         flaky = FlakyExecutor(inner, fail, error)
         config = ControllerConfig(jobs_dir=tmp_path / "jobs", max_retries=3, grace_s=10.0)
-        loop = ControlLoop(Controller(store, flaky, make("fifo"), config), tick_s=0.05)  # type: ignore[arg-type]
-        made.append((loop, inner))
+        loop = ControlLoop(Controller(store, flaky, make("fifo"), config), tick_s=0.05,  # type: ignore[arg-type]
+                           stuck_step_s=stuck_step_s)
+        made.append((loop, inner, flaky))
         loop.start()
         return loop, flaky
 
     yield start
-    for loop, inner in made:
+    for loop, inner, flaky in made:
+        for gate in flaky.gates.values():
+            gate.set()  # (a step still blocked would keep the loop from stopping)
         loop.stopping.set()
         loop.join(10)
         for jid in inner.running():
@@ -128,3 +139,27 @@ def test_health_is_503_while_steps_keep_failing(loop_over: Any, store: Store) ->
     assert r.status_code == 503
     assert r.json()["status"] == "failing" and "injected failure in poll" in r.json()["last_error"]
     assert loop.is_alive()
+
+
+def test_health_is_503_while_a_step_is_blocked_and_ok_once_it_finishes(loop_over: Any) -> None:
+    loop, flaky = loop_over({}, stuck_step_s=2.0)
+    app = FastAPI()
+    add_health_route(app, loop)
+    http = TestClient(app)
+    wait_for(lambda: loop.recovered and loop.steps >= 2, 30, "the loop to step")
+    gate = flaky.gates["poll"] = threading.Event()  # the next step blocks in poll
+    blocked_at = flaky.calls.get("poll", 0)
+    wait_for(lambda: flaky.calls.get("poll", 0) > blocked_at, 30, "a step to block")
+    seen = time.monotonic()
+    r = http.get("/v1/health/controller")
+    if time.monotonic() - seen < 1.0:  # (surely within the threshold, even on a busy machine)
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+    wait_for(lambda: http.get("/v1/health/controller").status_code == 503, 30,
+             "the blocked step to pass the threshold")
+    body = http.get("/v1/health/controller").json()
+    assert body["status"] == "stuck" and re.fullmatch(r"step running for \d+ s", body["detail"])
+    steps = loop.steps
+    gate.set()
+    wait_for(lambda: loop.steps > steps, 30, "the step to finish")
+    r = http.get("/v1/health/controller")
+    assert r.status_code == 200 and r.json()["status"] == "ok" and r.json()["detail"] is None

@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from stint.config import Limits, UserLimits
 from stint.model.job import Tier
+from stint.runtime.accounts import refusal
 from stint.runtime.reads import cluster_out, history_out, progress_out
 from stint.runtime.schemas import (
     MAX_ID,
@@ -314,8 +315,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.get("/v1/whoami")
     def whoami(who: Who) -> WhoAmI:
         runs_as = who.os_user if settings.multi_user else settings.own_account
-        if settings.multi_user and runs_as is None and who.is_admin:
-            runs_as = settings.own_account
+        if settings.multi_user and refusal(who.name, who.os_user, who.is_admin) is not None:
+            runs_as = None  # (submissions are refused)
         return WhoAmI(user=who.name, admin=who.is_admin, os_user=runs_as)
 
     from stint.runtime.web import mount
@@ -364,18 +365,18 @@ def _user_out(u: UserInfo) -> UserOut:
 
 
 def _run_as(who: Caller, settings: ApiSettings) -> str | None:
-    """The OS account ``who``'s jobs run as (None: the control plane's own), or 403."""
+    """The OS account ``who``'s jobs run as (None: the control plane's own, single-user mode
+    only), or 403: in multi-user mode a user without an account, or a non-admin whose account
+    is root, runs nothing (``accounts.refusal``)."""
     if not settings.multi_user:
         if who.os_user not in (None, settings.own_account):
             raise HTTPException(403, f"single-user mode: this control plane runs every job as "
                                 f"{settings.own_account!r}, not as {who.os_user!r}")
         return None
-    if who.os_user is not None:
-        return who.os_user
-    if who.is_admin:
-        return settings.own_account
-    raise HTTPException(403, f"user {who.name!r} has no OS account to run jobs as; an admin "
-                        f"sets one: stint user create {who.name} --os-user ACCOUNT")
+    why = refusal(who.name, who.os_user, who.is_admin)
+    if why is not None:
+        raise HTTPException(403, why)
+    return who.os_user
 
 
 def _check_account(os_user: str, settings: ApiSettings) -> None:

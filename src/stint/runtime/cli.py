@@ -636,8 +636,9 @@ def drain(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt
 def whoami(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Who the token belongs to, its role and the OS account its jobs run as."""
     r = _call((server, data_dir, token), lambda c: c.whoami())
-    typer.echo(f"{r['user']} ({'admin' if r['admin'] else 'user'}; jobs run as "
-               f"{r['os_user'] or 'the control plane account'})")
+    runs = (f"jobs run as {r['os_user']}" if r["os_user"] else
+            "no OS account: submissions are refused until an admin maps one")
+    typer.echo(f"{r['user']} ({'admin' if r['admin'] else 'user'}; {runs})")
 
 
 # -- helpers -------------------------------------------------------------------------------

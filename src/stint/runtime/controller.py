@@ -37,6 +37,7 @@ from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import ClusterView, Policy
 from stint.reconcile import Action, ActionKind, classify, stage
+from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
 from stint.runtime.executor.base import (
     Executor,
@@ -114,6 +115,7 @@ class ControllerConfig:
     forecast_s: float = 10.0
     forecast_max_jobs: int = 1000
     slow_step_s: float = 1.0  # a step slower than this is logged as a warning
+    multi_user: bool = False  # jobs run as their owners' accounts: each launch checks the account
 
 
 class Controller:
@@ -673,6 +675,8 @@ class Controller:
         never succeed, else as a worker failure), never the step."""
         error, permanent = None, False
         try:
+            if self.config.multi_user and (why := launch_refusal(self.store, eff.job_id)):
+                raise LaunchError(why)  # (never root for a non-admin, never "no account")
             (self.config.jobs_dir / str(eff.job_id)).mkdir(parents=True, exist_ok=True)
             self.executor.launch(eff.workers)
         except LaunchError as exc:

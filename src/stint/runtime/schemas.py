@@ -161,7 +161,8 @@ class UserOut(BaseModel):
 class WhoAmI(BaseModel):
     user: str
     admin: bool
-    os_user: str | None  # the OS account the caller's jobs run as (None: the control plane's)
+    # The OS account the caller's jobs run as (multi-user mode: None when they may not submit)
+    os_user: str | None
 
 
 class ProgressOut(BaseModel):

@@ -127,7 +127,7 @@ def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
     controller = Controller(store, executor, policy, ControllerConfig(
         jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
         forecast_policy=lambda: make_with_options(name, options),
-        slow_step_s=ctl.slow_step_s), metrics)
+        slow_step_s=ctl.slow_step_s, multi_user=os.geteuid() == 0), metrics)
     store.keep_clusters([""])
     return Plane(controller, [executor])
 
@@ -186,7 +186,8 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
                                 make_with_options(name, options),
                                 ControllerConfig(jobs_dir=storage, max_retries=ctl.max_retries,
                                                  grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s,
-                                                 forecast_policy=forecaster),
+                                                 forecast_policy=forecaster,
+                                                 multi_user=os.geteuid() == 0),
                                 metrics, member=c.name, region=c.region)
         members[c.name] = Member(controller, storage, copy)
     store.keep_clusters(list(members))
@@ -209,13 +210,15 @@ class ControlLoop(threading.Thread):
     source of truth and every executor action is idempotent, so after a failed step the loop runs
     ``recover`` (as after a restart: re-adopt workers, apply missed exits, redo the intents the
     failed step committed but did not carry out) until it succeeds, then steps again.
-    ``health()`` reports the loop's state (served at ``/v1/health/controller``)."""
+    ``health()`` reports the loop's state (served at ``/v1/health/controller``), ``stuck`` while
+    a step (or recovery) has run longer than ``stuck_step_s``, e.g. blocked on a job's file."""
 
     MAX_BACKOFF_S = 5.0
 
-    def __init__(self, controller: Steppable, tick_s: float) -> None:
+    def __init__(self, controller: Steppable, tick_s: float, stuck_step_s: float = 60.0) -> None:
         super().__init__(name="stint-controller", daemon=True)
-        self.controller, self.tick_s = controller, tick_s
+        self.controller, self.tick_s, self.stuck_step_s = controller, tick_s, stuck_step_s
+        self.running: tuple[str, float] | None = None  # the step in progress and its start
         self.stopping = threading.Event()
         self.steps = 0  # steps (and recoveries) that completed
         self.failures = 0  # failed attempts in total
@@ -225,19 +228,26 @@ class ControlLoop(threading.Thread):
         self.recovered = False
 
     def health(self) -> dict[str, object]:
-        """``ok`` once recovered and while the last step succeeded, ``failing`` after a failure,
+        """``ok`` once recovered and while the last step succeeded, ``stuck`` while a step has
+        run over ``stuck_step_s`` (``detail`` says for how long), ``failing`` after a failure,
         ``starting`` before recovery completed, ``stopped`` when the thread is gone."""
+        running, detail = self.running, None
+        took = time.monotonic() - running[1] if running is not None else 0.0
         if not self.is_alive():
             status = "stopped"
+        elif running is not None and took > self.stuck_step_s:
+            status, detail = "stuck", f"{running[0]} running for {took:.0f} s"
         elif self.consecutive_failures:
             status = "failing"
         else:
             status = "ok" if self.recovered else "starting"
-        return {"status": status, "recovered": self.recovered, "steps": self.steps,
-                "failures": self.failures, "consecutive_failures": self.consecutive_failures,
+        return {"status": status, "detail": detail, "recovered": self.recovered,
+                "steps": self.steps, "failures": self.failures,
+                "consecutive_failures": self.consecutive_failures,
                 "last_error": self.last_error, "last_ok_at": self.last_ok_at}
 
     def _attempt(self, what: str, action: Callable[[float], object]) -> bool:
+        self.running = (what, time.monotonic())
         try:
             action(time.time())
         except Exception as exc:  # a bad step must not stop the control plane; the next one retries
@@ -247,6 +257,8 @@ class ControlLoop(threading.Thread):
             log.exception("controller %s failed (%d in a row); retrying", what,
                           self.consecutive_failures)
             return False
+        finally:
+            self.running = None
         self.steps += 1
         self.consecutive_failures = 0
         self.last_ok_at = time.time()
@@ -300,7 +312,7 @@ def add_metrics(app: FastAPI, metrics: Metrics) -> None:
 
 def add_health_route(app: FastAPI, loop: ControlLoop) -> None:
     """``GET /v1/health/controller`` (no token, like ``/v1/health``): the loop's ``health()``;
-    503 unless its status is ``ok``."""
+    503 unless its status is ``ok`` (``stuck``: a step has not finished for ``stuck_step_s``)."""
     from fastapi.responses import JSONResponse
 
     def controller_health() -> JSONResponse:
@@ -416,7 +428,7 @@ def serve(cfg: ServeConfig) -> None:
     ctl = cfg.controller
     plane = (fleet_plane(cfg, data_dir, store, metrics, *fleet) if fleet is not None
              else single_plane(cfg, data_dir, store, policy, metrics))
-    loop = ControlLoop(plane.body, ctl.tick_s)
+    loop = ControlLoop(plane.body, ctl.tick_s, ctl.stuck_step_s)
     loop.start()
     app = create_app(store, ApiSettings(jobs_dir=cfg.store.jobs_root(), multi_user=multi_user,
                                         own_account=me, admin_token_file=token_file,

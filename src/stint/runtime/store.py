@@ -444,6 +444,15 @@ class Store:
                 "reason": f"submitted by {caller.name}"})
         return Job(id=job_id, **values)
 
+    def runs_as(self, job_id: int) -> tuple[str, bool, str | None] | None:
+        """The job's owner (name, admin now) and the OS account it was submitted to run as;
+        None if there is no such job."""
+        q = (select(User.name, User.is_admin, Job.os_user)
+             .join(User, User.id == Job.user_id).where(Job.id == job_id))
+        with self.read() as s:
+            row = s.execute(q).first()
+        return None if row is None else (row[0], bool(row[1]), row[2])
+
     def get_job(self, job_id: int, caller: Caller | None = None) -> Job | None:
         """The job, or None if it does not exist or ``caller`` may not see it."""
         with self.read() as s:
