@@ -18,6 +18,8 @@ jobs_dir = "/srv/stint-jobs"  # default: <data_dir>-jobs
 kind = "local"                # or "ray" (with ray_address; default $RAY_ADDRESS)
 nodes = 2
 gpus_per_node = 2
+network = "auto"              # local jobs' network: "private" (a namespace per attempt: its
+                              # loopback only), "host", or "auto" (private when run as root)
 
 [controller]
 tick_s = 0.5                  # seconds between reconcile steps
@@ -70,6 +72,7 @@ from stint.policies import registry
 MAX_COMMAND_BYTES = 256 * 1024
 LOG_LEVELS = ("debug", "info", "warning", "error")
 EXECUTORS = ("local", "ray")
+NETWORKS = ("auto", "host", "private")
 BEST_EFFORT = "best-effort"
 
 
@@ -115,6 +118,14 @@ class ExecutorConfig:
     nodes: int = 2  # local: virtual nodes
     gpus_per_node: int = 2  # local: slots per node
     ray_address: str | None = None  # ray: the cluster (None: $RAY_ADDRESS)
+    network: str = "auto"  # local: "private", "host", or "auto" (private when run as root)
+
+    def network_for(self, root: bool) -> str:
+        """The local executor's network: "auto" is "private" for a control plane run as root
+        (jobs of several accounts), else "host"."""
+        if self.network == "auto":
+            return "private" if root else "host"
+        return self.network
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +197,7 @@ class ServeConfig:
 _TABLES: dict[str, set[str]] = {
     "server": {"host", "port", "log_level"},
     "store": {"data_dir", "db", "jobs_dir"},
-    "executor": {"kind", "nodes", "gpus_per_node", "ray_address"},
+    "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network"},
     "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain"},
     "policy": {"name", "options"},
     "tiers": {t.value for t in Tier},
@@ -217,7 +228,8 @@ def load(path: Path) -> ServeConfig:
         executor=ExecutorConfig(ex.text("kind", d.executor.kind),
                                 ex.integer("nodes", d.executor.nodes),
                                 ex.integer("gpus_per_node", d.executor.gpus_per_node),
-                                ex.opt_text("ray_address")),
+                                ex.opt_text("ray_address"),
+                                ex.text("network", d.executor.network)),
         controller=ControlConfig(ctl.number("tick_s", d.controller.tick_s),
                                  ctl.number("grace_s", d.controller.grace_s),
                                  ctl.integer("max_retries", d.controller.max_retries),
@@ -247,6 +259,8 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
          f"must be one of {', '.join(EXECUTORS)}, not {e.kind!r}"),
         ("executor.nodes", e.nodes >= 1, f"must be at least 1, not {e.nodes}"),
         ("executor.gpus_per_node", e.gpus_per_node >= 1, f"must be at least 1, not {e.gpus_per_node}"),
+        ("executor.network", e.network in NETWORKS,
+         f"must be one of {', '.join(NETWORKS)}, not {e.network!r}"),
         ("controller.tick_s", _finite_at_least(c.tick_s, 0.01), f"must be at least 0.01, not {c.tick_s}"),
         ("controller.grace_s", _finite_at_least(c.grace_s, 0.0), f"must be at least 0, not {c.grace_s}"),
         ("controller.max_retries", c.max_retries >= 0, f"must be at least 0, not {c.max_retries}"),
@@ -277,7 +291,7 @@ def dump(cfg: ServeConfig) -> str:
            "", "[store]", *_kv(data_dir=st.data_dir, db=st.db,
                                jobs_dir=st.jobs_root() if st.data_dir else st.jobs_dir),
            "", "[executor]", *_kv(kind=ex.kind, nodes=ex.nodes, gpus_per_node=ex.gpus_per_node,
-                                  ray_address=ex.ray_address),
+                                  ray_address=ex.ray_address, network=ex.network),
            "", "[controller]", *_kv(tick_s=ctl.tick_s, grace_s=ctl.grace_s,
                                     max_retries=ctl.max_retries, slow_step_s=ctl.slow_step_s,
                                     stuck_step_s=ctl.stuck_step_s, drain=ctl.drain),

@@ -297,11 +297,11 @@ def test_an_exit_code_survives_a_failing_write_of_its_record(tmp_path: Path):
 def test_output_lines_are_prefixed_as_they_come(tmp_path: Path) -> None:
     """A partial line is copied at once and its rest is not prefixed again; a carriage return
     (a progress bar) starts a line."""
-    from stint.runtime.executor.shim import _Prefixer
+    from stint.runtime.executor.shim import CappedLog, _Prefixer
 
     src_r, src_w = os.pipe()
     log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
-    p = _Prefixer(src_r, "[r0] ", out=log)
+    p = _Prefixer(src_r, "[r0] ", out=CappedLog(log, None))
     for chunk in (b"ab", b"c\nde", b"\n", b"10%\r20%\n"):
         os.write(src_w, chunk)
         assert p.pump()

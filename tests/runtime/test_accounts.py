@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,6 +301,49 @@ def test_an_admin_runs_jobs_only_as_the_account_it_is_mapped_to(accounts: tuple[
         wait_for(lambda: _state(serve, job) == "succeeded", 60, "the admin's job to succeed")
         uid = (serve.jobs_dir / str(job) / "uid").read_text()
         assert int(uid) == pwd.getpwnam(alice).pw_uid != 0
+    finally:
+        serve.stop()
+        kill_leftover_workers(data)
+
+
+FIFO_LOG = ("import os, time\n"
+            "log = os.path.join(os.path.dirname(os.environ['STINT_CKPT_DIR']), 'log.txt')\n"
+            "if not os.path.exists(log + '.planted'):\n"
+            "    os.unlink(log); os.mkfifo(log); open(log + '.planted', 'w').close()\n"
+            "time.sleep(300)\n")
+
+
+def test_a_fifo_for_a_log_fails_its_job_and_stops_no_one_else(accounts: tuple[str, str],
+                                                              base: Path) -> None:
+    """Alice's job swaps its log for a FIFO, then is preempted: its relaunch fails with the
+    reason at once, while bob's job runs, an admin's cancel applies within seconds and the
+    controller stays healthy."""
+    alice, bob = accounts
+    data = base / "data"
+    serve = ServeProc(data, f"sqlite:///{data / 'stint.db'}", "--jobs-dir", str(base / "jobs"))
+    serve.jobs_dir = base / "jobs"
+    serve.start()
+    try:
+        ta = serve.cli("user", "create", "alice", "--os-user", alice).strip()
+        tb = serve.cli("user", "create", "bob", "--os-user", bob).strip()
+        bjob = int(serve.cli("submit", "--", str(PY), "-c", "import time; time.sleep(300)",
+                             token=tb))
+        ajob = int(serve.cli("submit", "--", str(PY), "-c", FIFO_LOG, token=ta))
+        planted = serve.jobs_dir / str(ajob) / "log.txt.planted"
+        wait_for(planted.exists, 60, "alice's job to plant its FIFO")
+        serve.cli("preempt", str(ajob), token=ta)
+        wait_for(lambda: _state(serve, ajob) == "failed", 60, "alice's relaunch to fail")
+        reason = json.loads(serve.cli("show", str(ajob), "--json"))["reason"]
+        assert "FIFO" in reason and "log.txt" in reason, reason
+        assert _state(serve, bjob) == "running"
+        serve.cli("cancel", str(bjob))  # the admin's
+        t0 = time.monotonic()
+        wait_for(lambda: _state(serve, bjob) == "cancelled", 30, "the admin's cancel")
+        assert time.monotonic() - t0 < 15
+        quick = int(serve.cli("submit", "--", str(PY), "-c", "print('ok')", token=tb))
+        wait_for(lambda: _state(serve, quick) == "succeeded", 60, "bob's next job")
+        health = serve.client().http.get("/v1/health/controller")
+        assert health.status_code == 200 and health.json()["status"] == "ok", health.text
     finally:
         serve.stop()
         kill_leftover_workers(data)

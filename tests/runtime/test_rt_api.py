@@ -256,3 +256,15 @@ def test_jobs_of_one_user_and_the_sdks_progress(api: TestClient, store: Store, a
     got = api.get(f"/v1/jobs/{mine}", headers=auth(alice)).json()
     assert {k: got["progress"][k] for k in ("step", "checkpoint_step")} == {
         "step": 120, "checkpoint_step": 100}
+
+
+def test_a_log_read_past_its_end_after_a_cap_starts_anew(tmp_path: Path) -> None:
+    """A follower's offset beyond a log that was cut to its cap reads the log from its start
+    (the note at its top says what was dropped) instead of waiting for it to grow back."""
+    from stint.runtime.api import _read_log
+
+    log = tmp_path / "log.txt"
+    log.write_text("[stint] this log reached its cap\nnew line\n")
+    text, nxt = _read_log(log, 10_000)
+    assert text.startswith("[stint] this log reached its cap") and nxt == log.stat().st_size
+    assert _read_log(log, nxt) == ("", nxt)

@@ -484,14 +484,17 @@ def _nodes(store: Store, who: Caller) -> list[NodeOut]:
 
 
 def _read_log(path: Path, offset: int) -> tuple[str, int]:
-    """Up to ``LOG_CHUNK`` bytes from ``offset``, ending on a whole UTF-8 character. The file
-    is in a directory its job owns: links are not followed, only a plain file is read."""
+    """Up to ``LOG_CHUNK`` bytes from ``offset``, ending on a whole UTF-8 character (from the
+    start if the log is now shorter than ``offset``: it was cut to its cap). The file is in a
+    directory its job owns: links are not followed, only a plain file is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return "", offset
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and offset > st.st_size:
+            offset = 0  # the log passed its cap and lost its oldest part: read it anew
         if not stat.S_ISREG(st.st_mode) or offset >= st.st_size:
             return "", offset  # (a seek beyond the file system's largest file is EINVAL)
         f.seek(offset)

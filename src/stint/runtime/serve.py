@@ -122,7 +122,8 @@ class Plane:
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
     ex = cfg.executor
-    executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node, ex.ray_address)
+    executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node,
+                             ex.ray_address, network=job_network(cfg))
     ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
     controller = Controller(store, executor, policy, ControllerConfig(
         jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
@@ -180,7 +181,8 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
             server, copy = start_storage(storage, secret)
             servers.append(server)
         executor = make_executor(c.executor, data_dir / "executor" / c.name, c.nodes, c.gpus_per_node,
-                                 secret=secret, name=c.name)
+                                 secret=secret, name=c.name,
+                                 network=job_network(cfg))
         ctl = cfg.controller
         controller = Controller(store, executor,
                                 make_with_options(name, options),
@@ -420,6 +422,7 @@ def serve(cfg: ServeConfig) -> None:
     else:
         log.warning("single-user mode (not running as root): every job runs as %s, with the "
                     "control plane's rights; run as root to isolate users", me)
+    log_sandbox(job_network(cfg))
     store, sock = _prepare(cfg, data_dir, multi_user)
     token_file = data_dir / "admin.token"
     if store.ensure_admin_token(token_file, time.time(), os_user=me):
@@ -455,6 +458,37 @@ def serve(cfg: ServeConfig) -> None:
         for executor in plane.executors:
             executor.close()
         store.close()
+
+
+def job_network(cfg: ServeConfig) -> str:
+    """The local executor's network: the configured one; "auto" is "private" when run as root
+    where network namespaces can be made, else "host"."""
+    from stint.runtime.executor import netns
+
+    network = cfg.executor.network_for(os.geteuid() == 0)
+    if cfg.executor.network == "auto" and network == "private" and netns.unavailable():
+        return "host"
+    return network
+
+
+def log_sandbox(network: str) -> None:
+    """What bounds jobs on this host (cgroups or only rlimits) and their network, at start-up."""
+    from stint.runtime.executor import cgroup
+
+    host = cgroup.detect()
+    if host.kind == "none":
+        log.warning("job bounds: no usable cgroups (%s): memory and processes are bounded by "
+                    "rlimits, and only a worker's process group is swept when it ends",
+                    host.reason)
+    else:
+        log.info("job bounds: %s", host.reason)
+    if network == "private":
+        log.info("job network (local executor): a private namespace per attempt (loopback only)")
+    else:
+        from stint.runtime.executor import netns
+
+        log.warning("job network (local executor): the host's; a job's rendezvous is reachable "
+                    "by every local account (%s)", netns.unavailable() or "executor.network")
 
 
 def log_listening(cfg: ServeConfig, sock: socket.socket, token_file: Path, policy: str,

@@ -17,13 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-from stint.runtime.executor.base import TERM_GRACE_S, NodeInfo, WorkerLaunch
+from stint.runtime.executor import cgroup, netns
+from stint.runtime.executor.base import TERM_GRACE_S, LaunchError, NodeInfo, WorkerLaunch
 from stint.runtime.executor.shim import open_log, proc_start_ticks, read_json, write_json_atomic
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,
     SHIM_PATH,
     SupervisedExecutor,
+    spec_path,
 )
+
+NETWORKS = ("host", "private")
 
 
 class LocalExecutor(SupervisedExecutor):
@@ -36,27 +40,39 @@ class LocalExecutor(SupervisedExecutor):
         gpus_per_node: int = 1,
         python: str = sys.executable,
         term_grace_s: float = TERM_GRACE_S,
+        network: str = "host",
     ) -> None:
+        """``network``: "host" (workers share this machine's network) or "private" (each
+        attempt runs in a network namespace of its own with only a loopback interface, so its
+        rendezvous is reachable by its own workers only; needs root and ``ip``)."""
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError(
                 f"local executor needs nodes >= 1 and gpus_per_node >= 1 "
                 f"(got nodes={nodes}, gpus_per_node={gpus_per_node})"
             )
+        if network not in NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
+        if network == "private" and (why := netns.unavailable()) is not None:
+            raise ValueError(f"network 'private' needs network namespaces: {why}")
         node_list = [NodeInfo(f"node-{i}", gpus_per_node) for i in range(nodes)]
         super().__init__(state_dir, node_list, term_grace_s)
         self.python = python
+        self.network = network
         self._children: list[subprocess.Popen[bytes]] = []
+        self._cgroups = cgroup.detect()
+        self._sweep()
 
     def _spawn(self, w: WorkerLaunch, env: dict[str, str], attempt_dir: Path) -> None:
         Path(w.log_path).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(str(spec_path(attempt_dir, w.rank)), self.spec(w, env))
         log = open_log(w.log_path, self.account(w))
         try:
             p = subprocess.Popen(
-                [self.python, SHIM_PATH, *self.shim_args(w, attempt_dir)],
+                [self.python, "-I", SHIM_PATH, *self.shim_args(w, attempt_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=self.supervisor_env(w),
                 start_new_session=True,  # own process group; survives the controller
                 close_fds=True,
             )
@@ -69,6 +85,58 @@ class LocalExecutor(SupervisedExecutor):
             str(attempt_dir / f"rank-{w.rank}.pid"),
             {"pid": p.pid, "start": proc_start_ticks(p.pid)},
         )
+
+    def _netns(self, w: WorkerLaunch) -> str | None:
+        if self.network != "private":
+            return None
+        return f"{self._netns_prefix()}{w.job_id}-{w.attempt}"
+
+    def _netns_prefix(self) -> str:
+        return f"stint-{self.sid}-"
+
+    def _prepare(self, ws: list[WorkerLaunch]) -> None:
+        super()._prepare(ws)
+        name = self._netns(ws[0])
+        if name is not None:
+            try:
+                netns.create(name)
+            except OSError as exc:
+                raise LaunchError(f"job {ws[0].job_id!r} attempt {ws[0].attempt}: cannot make "
+                                  f"its network namespace: {exc}", transient=True) from None
+
+    def _release(self, job_id: str, attempt: int) -> None:
+        """Kill what is left in the attempt's cgroups (each supervisor removes its own; one that
+        was killed could not) and delete its network namespace."""
+        if self._cgroups.kind != "none":
+            rec = read_json(str(self._dir(job_id, attempt) / "launch.json")) or {}
+            for rank in range(len(rec.get("workers", []))):
+                cg = cgroup.WorkerCgroup(self.cgroup_name(job_id, attempt, rank), self._cgroups)
+                cg.kill_all()
+                try:
+                    cg.remove()
+                except OSError:
+                    pass  # still busy: the next executor's sweep retries
+        if self.network == "private":
+            netns.delete(f"{self._netns_prefix()}{job_id}-{attempt}")
+
+    def _sweep(self) -> None:
+        """Remove the empty cgroups and the namespaces of this state directory's attempts that
+        are no longer active (a crash left them)."""
+        live = {(job, str(attempt)) for job, attempt in self._active()}
+        mine = f"{self.sid}-"
+
+        def keep(name: str) -> bool:
+            job_attempt, _, _rank = name.removeprefix(mine).rpartition("-")
+            job, _, attempt = job_attempt.rpartition("-")
+            return not name.startswith(mine) or (job, attempt) in live
+
+        if self._cgroups.kind != "none":
+            cgroup.sweep(self._cgroups, keep)
+        if self.network == "private":
+            names = {f"{self._netns_prefix()}{job}-{attempt}" for job, attempt in live}
+            for name in netns.names(self._netns_prefix()):
+                if name not in names:
+                    netns.delete(name)
 
     def _is_alive(self, w: WorkerLaunch, attempt_dir: Path, launched_at: float) -> bool | None:
         rec = read_json(str(attempt_dir / f"rank-{w.rank}.pid"))

@@ -12,15 +12,18 @@ KINDS = "local, ray, ray://HOST:PORT, http://HOST:PORT"
 
 
 def make_executor(kind: str, state_dir: Path, nodes: int, gpus_per_node: int,
-                  ray_address: str | None = None, secret: str = "", name: str = "") -> Executor:
+                  ray_address: str | None = None, secret: str = "", name: str = "",
+                  network: str = "host") -> Executor:
     """The executor ``kind`` names, keeping its durable state in ``state_dir``. ``nodes`` x
     ``gpus_per_node``: a local executor's virtual nodes, and the nodes an agent must have;
     ``ray_address``: the cluster of ``ray`` (None: $RAY_ADDRESS); ``secret``: the fleet's, which
-    an agent asks for; ``name``: the cluster's, in an agent's errors."""
+    an agent asks for; ``name``: the cluster's, in an agent's errors; ``network``: a local
+    executor's ("host", or "private": a network namespace per attempt)."""
     if kind == "local":
         from stint.runtime.executor.local import LocalExecutor
 
-        return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node)
+        return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node,
+                             network=network)
     if kind == "ray" or kind.startswith("ray://"):
         from stint.runtime.executor.ray import RayExecutor
 

@@ -75,11 +75,11 @@ def join(name: str) -> None:
     supervisor before it starts its worker); RuntimeError otherwise.
     """
     path = _path(name)
-    threads = len(os.listdir("/proc/self/task"))
-    if threads != 1:
-        raise RuntimeError(f"netns.join({name!r}): the process has {threads} threads, not 1")
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # (FileNotFoundError: no such namespace)
     try:
+        threads = len(os.listdir("/proc/self/task"))
+        if threads != 1:
+            raise RuntimeError(f"netns.join({name!r}): the process has {threads} threads, not 1")
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.setns(fd, CLONE_NEWNET) != 0:
             err = ctypes.get_errno()

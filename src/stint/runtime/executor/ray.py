@@ -31,11 +31,12 @@ from typing import Any
 
 from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
 from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
-from stint.runtime.executor.shim import open_log, resolve_account
+from stint.runtime.executor.shim import open_log, resolve_account, write_json_atomic
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,
     SHIM_PATH,
     SupervisedExecutor,
+    spec_path,
     worker_base_env,
 )
 
@@ -47,12 +48,16 @@ class WorkerHost:
     """Ray actor body: runs one worker's supervisor on this node. Methods are tiny and never block."""
 
     def __init__(
-        self, shim_args: list[str], env_delta: dict[str, str], log_path: str,
-        os_user: str | None = None,
+        self, shim_args: list[str], spec: dict[str, Any], spec_file: str,
+        supervisor_env: dict[str, str], log_path: str, os_user: str | None = None,
     ) -> None:
-        # This node's Python and copy of the supervisor; the fresh part of this node's
-        # environment plus stint's (never the actor's own: it holds Ray's credentials).
-        argv = [sys.executable, SHIM_PATH, "--die-with-parent", str(os.getpid()), *shim_args]
+        # This node's Python and copy of the supervisor. The worker's environment is the fresh
+        # part of this node's plus stint's (never the actor's own: it holds Ray's credentials),
+        # in the spec only the supervisor reads; the supervisor's own is fixed.
+        argv = [sys.executable, "-I", SHIM_PATH, "--die-with-parent", str(os.getpid()),
+                *shim_args]
+        write_json_atomic(spec_file, {**spec, "env": {**worker_base_env(os.environ),
+                                                      **spec["env"]}})
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         log = open_log(log_path, resolve_account(os_user) if os_user is not None else None)
         try:
@@ -61,7 +66,7 @@ class WorkerHost:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**worker_base_env(os.environ), **env_delta},
+                env=supervisor_env,
                 start_new_session=True,
                 close_fds=True,
             )
@@ -161,7 +166,8 @@ class RayExecutor(SupervisedExecutor):
                 num_cpus=0,
                 resources={node_resource(w.node): 0.001},
                 max_restarts=0,
-            ).remote(shim_args, delta, w.log_path, w.os_user)
+            ).remote(shim_args, self.spec(w, delta), str(spec_path(attempt_dir, w.rank)),
+                     self.supervisor_env(w), w.log_path, w.os_user)
         except self._ray.exceptions.ActorAlreadyExistsError:
             pass  # started just before a controller crash: adopt it
 

@@ -49,6 +49,7 @@ from stint.runtime.executor.base import (
     WorkerLaunch,
 )
 from stint.runtime.executor.shim import (
+    TRANSIENT_ERRNOS,
     Account,
     own_dir,
     read_json,
@@ -59,6 +60,11 @@ from stint.runtime.executor.shim import (
 )
 
 SHIM_PATH = str(Path(__file__).with_name("shim.py"))
+# The supervisor's own environment, whatever the job's (it runs as root in multi-user mode, and
+# ``python -I`` alone does not stop a loader variable such as LD_PRELOAD): the job's variables
+# reach only the worker, through the spec file, after it took the job's account.
+SUPERVISOR_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                  "LANG": "C.UTF-8"}
 PENDING_TIMEOUT_S = 60.0  # a rank with no supervisor this long after launch was never started
 LOST_RETURNCODE = -int(signal.SIGKILL)
 # What a worker's fresh environment takes from the executor's: nothing secret, only what finds
@@ -173,18 +179,21 @@ class SupervisedExecutor(ABC):
 
     def _spawn_or_fail(self, w: WorkerLaunch, ws: list[WorkerLaunch], env: dict[str, str],
                        d: Path) -> None:
-        """Spawn ``w``'s supervisor; if the OS refuses (e.g. arguments beyond its limit), record
-        the ranks not yet started as exited 127, kill the rest and raise LaunchError."""
+        """Spawn ``w``'s supervisor; if the OS refuses, record the ranks not yet started as exited
+        127, kill the rest and raise LaunchError: transient if the host was short of processes,
+        memory or descriptors (it may pass), else permanent (e.g. arguments beyond its limit)."""
         try:
             self._spawn(w, env, d)
         except (OSError, LookupError) as exc:
+            transient = isinstance(exc, OSError) and exc.errno in TRANSIENT_ERRNOS
             why = f"rank {w.rank}: cannot start its supervisor: {exc}"
             for x in ws:
                 if not (_exists(d, x.rank, "pid") or _exists(d, x.rank, "exit")):
                     write_json_atomic(str(d / f"rank-{x.rank}.exit"),
                                       {"returncode": 127, "ended_at": time.time(), "error": why})
             self._stop(w.job_id, "peer_failed", 0.0, signal.SIGUSR2, why)  # FAILED: why
-            raise LaunchError(f"job {w.job_id!r} attempt {w.attempt}: {why}") from None
+            raise LaunchError(f"job {w.job_id!r} attempt {w.attempt}: {why}",
+                              transient) from None
 
     def request_stop(self, job_id: str, grace_s: float = DEFAULT_GRACE_S) -> None:
         self._stop(job_id, "stop", grace_s, signal.SIGUSR1, f"stop requested (grace {grace_s}s)")
@@ -260,12 +269,34 @@ class SupervisedExecutor(ABC):
     def shim_args(w: WorkerLaunch, attempt_dir: Path) -> list[str]:
         """The supervisor's arguments for ``w`` (after the path of shim.py)."""
         args = ["--dir", str(attempt_dir), "--rank", str(w.rank),
+                "--spec", str(spec_path(attempt_dir, w.rank)),
                 "--prefix", f"[attempt {w.attempt} rank {w.rank}] "]
         if w.os_user is not None:
             args += ["--user", w.os_user]
         if w.cwd is not None:
             args += ["--chdir", w.cwd]
         return [*args, "--", *w.command]
+
+    def spec(self, w: WorkerLaunch, env: Mapping[str, str]) -> dict[str, Any]:
+        """The record of ``shim.Spec`` for ``w`` with the worker environment ``env``: its bounds,
+        its cgroup's name and (``_netns``) its network namespace."""
+        return {"env": dict(env), "memory_max": w.memory_max, "pids_max": w.pids_max,
+                "cpu_weight": 100 * max(1, len(w.slots)), "log_max_bytes": w.log_max_bytes,
+                "disk_max_bytes": w.disk_max_bytes, "job_dir": w.job_dir,
+                "cgroup": self.cgroup_name(w.job_id, w.attempt, w.rank),
+                "netns": self._netns(w)}
+
+    def cgroup_name(self, job_id: str, attempt: int, rank: int) -> str:
+        """The name of the cgroup of that worker (``cgroup.WorkerCgroup``)."""
+        return f"{self.sid}-{job_id}-{attempt}-{rank}"
+
+    def supervisor_env(self, w: WorkerLaunch) -> dict[str, str]:
+        """The supervisor's own environment: fixed, and the token that names it for adoption."""
+        return {**SUPERVISOR_ENV, "STINT_SHIM_TOKEN": self._token(w)}
+
+    def _netns(self, w: WorkerLaunch) -> str | None:
+        """Hook: the network namespace the attempt of ``w`` runs in (None: the host's)."""
+        return None
 
     @staticmethod
     def account(w: WorkerLaunch) -> Account | None:
@@ -383,7 +414,6 @@ class SupervisedExecutor(ABC):
             STINT_STOP_FILE=str(shared / f"stop-{w.attempt}") if shared else str(d / "stop.json"),
             STINT_HEARTBEAT_FILE=str((shared or self.root / "jobs" / w.job_id) / "heartbeat"),
             STINT_NODE=w.node,
-            STINT_SHIM_TOKEN=self._token(w),
             RANK=str(w.rank),
             WORLD_SIZE=str(w.world_size),
             LOCAL_RANK=str(local_rank),
@@ -551,6 +581,11 @@ def _describe_failure(s: RankState) -> str:
             name = f"signal {-rc}"
         return f"rank {s.rank} killed by {name}"
     return f"rank {s.rank} exited with code {rc}"
+
+
+def spec_path(attempt_dir: Path, rank: int) -> Path:
+    """Where the supervisor of ``rank`` reads its ``shim.Spec``."""
+    return attempt_dir / f"rank-{rank}.spec"
 
 
 def _mtime(path: Path) -> float | None:
