@@ -39,8 +39,7 @@ def _public_python() -> str:
     pytest.skip("no Python that every account may execute")
 
 
-@pytest.fixture
-def account() -> Iterator[str]:
+def _made_account() -> Iterator[str]:
     name = f"stints{uuid.uuid4().hex[:6]}"
     subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", name], check=True)
     try:
@@ -48,6 +47,17 @@ def account() -> Iterator[str]:
     finally:
         subprocess.run(["pkill", "-KILL", "-u", name], check=False)
         subprocess.run(["userdel", name], check=False)
+
+
+@pytest.fixture
+def account() -> Iterator[str]:
+    yield from _made_account()
+
+
+@pytest.fixture
+def other() -> Iterator[str]:
+    """A second account (another user of the same cluster)."""
+    yield from _made_account()
 
 
 @pytest.fixture
@@ -146,14 +156,15 @@ time.sleep(30)
 """
 
 
-def test_a_fork_bomb_stops_at_its_pids_bound_and_another_job_runs(account: str, base: Path):
+def test_a_fork_bomb_stops_at_its_pids_bound_and_another_job_runs(account: str, other: str,
+                                                                 base: Path):
     ex = _executor(base)
     ex.launch(_job(base, "bomb", BOMB, account, pids_max=40))
     log = base / "jobs" / "bomb" / "log.txt"
     wait_for(lambda: log.exists() and "forked" in log.read_text(), 60, "the bomb to stop")
     forked = int(log.read_text().split("forked ")[1].split()[0])
     assert forked < 40, forked
-    ex.launch(_job(base, "meanwhile", "print('ran')", account, slot=1))
+    ex.launch(_job(base, "meanwhile", "print('ran')", other, slot=1))
     assert wait_exit(ex, "meanwhile").outcome is Outcome.SUCCEEDED
     ex.kill("bomb")
     assert wait_exit(ex, "bomb").outcome is Outcome.STOPPED

@@ -303,8 +303,9 @@ def _enter(cwd: str | None, acct: Account | None, cg: cgroups.WorkerCgroup | Non
     # account's rights, then arm PDEATHSIG (a change of ids clears it, so it is set last).
     if cg is not None:
         cg.join()
-    else:
-        cgroups.apply_rlimits(bounds)
+    else:  # RLIMIT_NPROC counts every process of the account: only for a job's own account
+        cgroups.apply_rlimits(bounds if acct is not None else
+                              cgroups.Bounds(bounds.memory_max, None, bounds.cpu_weight))
     if acct is not None:
         os.setgroups(list(acct.groups))
         os.setresgid(acct.gid, acct.gid, acct.gid)
