@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import stat
 import sys
 import time
 
@@ -57,7 +58,8 @@ class Racer:
         return new
 
     def plant(self, name: str, tree: bool) -> None:
-        kind = self.rng.choice(["dir", "file", "fifo", "tree"] if tree else ["dir", "file", "fifo"])
+        kind = (self.rng.choices(["dir", "file", "tree", "fifo"], [3, 3, 3, 1])[0] if tree
+                else self.rng.choice(["dir", "file", "fifo"]))
         path = self.at(name)
         try:
             if kind == "fifo":
@@ -92,7 +94,7 @@ class Racer:
             if st is None:
                 if self.rng.random() < 0.05:
                     self.plant(name, tree=True)
-            elif st.st_ino not in self.ours:
+            elif st.st_ino not in self.ours or st.st_uid != os.getuid():
                 self.park(name)  # the copy's: take it, put ours in its place
                 self.plant(name, tree=True)
             elif self.rng.random() < 0.05:
@@ -102,9 +104,9 @@ class Racer:
             if st is None:
                 if self.rng.random() < 0.3:
                     self.plant(name, tree=False)
-            elif st.st_ino in self.ours:
+            elif stat.S_ISLNK(st.st_mode) or stat.S_ISFIFO(st.st_mode):  # ours (the copy's
+                # are a directory and a plain file; an inode of ours it replaced may be its next)
                 if self.rng.random() < 0.3:
-                    self.ours.discard(st.st_ino)  # (its inode may be the copy's next)
                     try:
                         os.unlink(self.at(name))
                     except OSError:

@@ -464,7 +464,7 @@ def test_a_fetch_refuses_what_it_does_not_expect_at_the_names_it_replaces(
     dst_server, dst = start_storage(tmp_path / "b", SECRET)
     try:
         with pytest.raises(CopyError, match=f"{re.escape(str(at))} {why}"):
-            request_fetch(dst, "7", src, SECRET)
+            request_fetch(dst, "7", src, SECRET, timeout_s=30)
     finally:
         src_server.shutdown()
         dst_server.shutdown()
