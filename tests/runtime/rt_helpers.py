@@ -26,8 +26,9 @@ def counter_cmd(steps: int, out: Path, *extra: str) -> list[str]:
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition",
-             tick: Callable[[], object] | None = None) -> object:
-    """Poll ``cond`` (calling ``tick`` between polls) until it is truthy; fail after ``timeout``."""
+             tick: Callable[[], object] | None = None, every: float = 0.05) -> object:
+    """Poll ``cond`` every ``every`` seconds (calling ``tick`` between polls) until it is truthy;
+    fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if tick is not None:
@@ -35,7 +36,7 @@ def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "con
         value = cond()
         if value:
             return value
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
@@ -96,6 +97,16 @@ class ServeProc:
                            check=False)
         assert r.returncode == 0, f"stint {' '.join(args)} failed: {r.stderr}"
         return r.stdout
+
+
+def public_python() -> str | None:
+    """A Python every account can run (the venv's may live under root's 0700 home), for jobs and
+    helpers that use the standard library only."""
+    for cand in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        real = Path(os.path.realpath(cand))
+        if real.exists() and all(p.stat().st_mode & 0o001 for p in [real, *real.parents]):
+            return str(real)
+    return None
 
 
 def free_port() -> int:

@@ -11,7 +11,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -19,23 +18,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rt_helpers import COUNTER, TWO_CLUSTERS, ServeProc, kill_leftover_workers, wait_for
+from rt_helpers import (
+    COUNTER,
+    TWO_CLUSTERS,
+    ServeProc,
+    kill_leftover_workers,
+    public_python,
+    wait_for,
+)
 
 PROBE = str(Path(__file__).with_name("probe_job.py"))
 SECRET = f"pg-secret-{uuid.uuid4().hex}"
 
 
-def _public_python() -> str | None:
-    """A Python every account can run (the venv's may live under root's 0700 home); the jobs
-    here use the standard library only."""
-    for cand in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        real = Path(os.path.realpath(cand))
-        if real.exists() and all(p.stat().st_mode & 0o001 for p in [real, *real.parents]):
-            return str(real)
-    return None
-
-
-PY = _public_python()
+PY = public_python()
 
 pytestmark = [
     pytest.mark.slow,
