@@ -32,6 +32,15 @@ from dataclasses import dataclass, replace
 
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.model.limits import (
+    MAX_CLUSTER_GPUS,
+    MAX_FLEET_CLUSTERS,
+    MAX_FLEET_FAILURES,
+    MAX_FLEET_GPUS,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    above,
+)
 
 
 class FleetError(ValueError):
@@ -126,7 +135,7 @@ class Fleet:
             raise FleetError(f"failure target {f.target!r} is not a cluster")
         if f.kind == "node":
             name, _, idx = f.target.partition("/")
-            ok = name in {c.name for c in self.clusters} and idx.isdigit()
+            ok = name in {c.name for c in self.clusters} and idx.isascii() and idx.isdigit() and len(idx) < 10
             if not ok or int(idx) >= self.clusters[self.index(name)].nodes:
                 raise FleetError(f"node failure target {f.target!r} must be CLUSTER/INDEX of an existing node")
 
@@ -275,6 +284,7 @@ def parse_fleet(text: str, source: str) -> Fleet:
             raise where.error(rname, f"region.{rname} must hold only [region.{rname}.cluster.NAME] tables")
         for cname, ctable in rtable["cluster"].items():
             clusters.append(_cluster(where, rname, cname, ctable))
+            _check_size(where, clusters)
     try:
         fleet = Fleet(tuple(clusters), links, ckpt)
     except FleetError as exc:
@@ -284,9 +294,22 @@ def parse_fleet(text: str, source: str) -> Fleet:
     return replace(fleet, failures=failures)
 
 
+def _check_size(where: _Where, clusters: list[FleetCluster]) -> None:
+    """The fleet so far within ``stint.model.limits`` (clusters, GPUs); the error names the last
+    cluster, the one past a maximum."""
+    c = clusters[-1]
+    key = f"region.{c.region}.cluster.{c.name}"
+    if why := above("the number of clusters", len(clusters), MAX_FLEET_CLUSTERS):
+        raise where.error(c.name, f"{key}: {why}", key)
+    if why := above("the fleet's GPUs", sum(x.gpus for x in clusters), MAX_FLEET_GPUS):
+        raise where.error("nodes", f"{key}: {why}", key)
+
+
 def _failures(where: _Where, items: object) -> tuple[FleetFailure, ...]:
     if not isinstance(items, list):
         raise where.error("failure", "failure must be an array of tables ([[failure]])")
+    if why := above("the number of [[failure]] entries", len(items), MAX_FLEET_FAILURES):
+        raise where.error("kind", why, "failure", MAX_FLEET_FAILURES)
     out = []
     for item in items:
         if not isinstance(item, dict) or set(item) != _FAILURE_KEYS:
@@ -325,6 +348,11 @@ def _cluster(where: _Where, region: str, name: str, table: object) -> FleetClust
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise where.error(k if k in table else name, f"{key}.{k} must be a positive integer (got {v!r})", key)
         vals[k] = v
+    for k, maximum in (("gpus_per_node", MAX_GPUS_PER_NODE), ("nodes", MAX_NODES)):
+        if why := above(f"{key}.{k}", vals[k], maximum):
+            raise where.error(k, why, key)
+    if why := above(f"{key}.nodes x gpus_per_node", vals["nodes"] * vals["gpus_per_node"], MAX_CLUSTER_GPUS):
+        raise where.error("nodes", why, key)
     live = {}
     for k in sorted(_LIVE_KEYS & set(table)):
         v = table[k]

@@ -110,6 +110,8 @@ def _fail(message: str) -> int:
 def main(argv: list[str]) -> int:
     """``stint sim ARGV``; returns the exit code (2 for bad input, with a message on stderr)."""
     args = parser().parse_args(argv)
+    if why := _size_flags(args):
+        return _fail(f"error: {why}")
     if args.fleet is not None:
         from stint.sim.fleet_run import FleetConfig
 
@@ -121,6 +123,23 @@ def main(argv: list[str]) -> int:
                                   tuple(args.policy_opt or ()), args.trace, args.fleet_jobs, args.load,
                                   args.seed, f, args.restart_s, args.fleet_warm), args.out, args.format)
     return _sim(args)
+
+
+def _size_flags(args: argparse.Namespace) -> str | None:
+    """Why a size flag is refused: below 1 or above its maximum (``stint.model.limits``)."""
+    from stint.model import limits as lim
+
+    for flag, value, maximum in (("--gpus", args.gpus, lim.MAX_CLUSTER_GPUS), ("--nodes", args.nodes, lim.MAX_NODES),
+                                 ("--gpus-per-node", args.gpus_per_node, lim.MAX_GPUS_PER_NODE),
+                                 ("--limit", args.limit, lim.MAX_TRACE_JOBS),
+                                 ("--fleet-jobs", args.fleet_jobs, lim.MAX_TRACE_JOBS)):
+        if value is not None and value < 1:
+            return f"{flag} must be at least 1 (got {value})"
+        if value is not None and (why := lim.above(flag, value, maximum)):
+            return why
+    if args.nodes is not None and args.gpus_per_node is not None:
+        return lim.cluster_reason(args.nodes, args.gpus_per_node, "--nodes", "--gpus-per-node")
+    return None
 
 
 def _sim(args: argparse.Namespace) -> int:

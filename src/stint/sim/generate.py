@@ -21,6 +21,7 @@ from functools import cache
 import numpy as np
 
 from stint.model.job import JobSpec
+from stint.model.limits import MAX_CLUSTER_GPUS, MAX_TRACE_JOBS, above
 from stint.perf.scaling import ScalingModel
 from stint.sim.traces import Trace, TraceError, load, missing_fields
 
@@ -74,4 +75,6 @@ def parse(spec: str) -> tuple[int, int]:
                          "(N jobs, arrival rate scaled to GPUS GPUs)") from None
     if n <= 0 or gpus <= 0:
         raise TraceError(f"{spec!r}: N and GPUS must be positive")
+    if why := above("N (jobs)", n, MAX_TRACE_JOBS) or above("GPUS", gpus, MAX_CLUSTER_GPUS):
+        raise TraceError(f"--trace {spec}: {why}")
     return n, gpus

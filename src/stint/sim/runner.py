@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stint.model.cluster import Cluster
+from stint.model.limits import cluster_reason
 from stint.model.sla import SlaTargets
 from stint.perf.profile import ProfileModel
 from stint.policies.base import PerfModel
@@ -56,6 +57,8 @@ class SimConfig:
         pollux = trace.format == "pollux"
         per_node = self.gpus_per_node or (4 if pollux else 8)
         nodes = self.nodes or (16 if pollux else 64)
+        if why := cluster_reason(nodes, per_node, "--nodes", "--gpus-per-node"):  # (``stint.model.limits``)
+            raise ValueError(why)
         return Cluster.uniform(nodes, per_node)
 
     def cost_model(self, trace: Trace) -> NamedCosts:

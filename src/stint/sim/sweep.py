@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stint.model.limits import MAX_CLUSTER_GPUS, MAX_TRACE_JOBS, above
 from stint.sim.traces import Filters
 
 # The figures a cell keeps of its run's summary (``RunResult.summary``).
@@ -72,13 +73,23 @@ class SweepConfig:
     def check(self) -> None:
         """Raise ValueError naming the first bad coordinate (before anything runs)."""
         from stint.policies.registry import make_with_options
+        from stint.sim import generate
 
         for name in self.policies:
             make_with_options(name, self.policy_options)
+        for spec in self.traces:
+            if spec.startswith("philly-shaped:"):
+                generate.parse(spec)  # its sizes (TraceError, a ValueError)
         if bad := [x for x in self.loads if not x > 0]:
             raise ValueError(f"--loads must be positive (got {bad[0]:g})")
         if bad_g := [g for g in self.gpus if g is not None and (g <= 0 or g % 8)]:
             raise ValueError(f"--gpus must be positive multiples of 8 (nodes of 8 GPUs); got {bad_g[0]}")
+        if why := above("--gpus", max((g or 0 for g in self.gpus), default=0), MAX_CLUSTER_GPUS):
+            raise ValueError(why)
+        if self.filters.limit is not None and self.filters.limit < 1:
+            raise ValueError(f"--limit must be at least 1 (got {self.filters.limit})")
+        if self.filters.limit is not None and (why := above("--limit", self.filters.limit, MAX_TRACE_JOBS)):
+            raise ValueError(why)
         if not (self.traces and self.policies and self.seeds and self.loads and self.gpus):
             raise ValueError("every axis of a sweep needs at least one value")
 

@@ -4,8 +4,14 @@
 arrival (seconds from the first kept job) and the performance model their work is measured in.
 A malformed row raises ``TraceError`` naming the file, the line and the reason: a missing, extra,
 non-numeric, negative, NaN or infinite field, an oversized field, an unterminated quote, bad
-UTF-8, or a truncated or non-gzip ``.gz`` archive. Nothing is returned (so nothing is simulated
-or written) unless every row is valid.
+UTF-8, a truncated or non-gzip ``.gz`` archive, or a size above the input limits
+(``stint.model.limits``: GPUs of one job, a batch size, rows of a trace read whole). Nothing is
+returned (so nothing is simulated or written) unless every row read is valid.
+
+A trace is read whole and sorted by arrival, except a CSV path with ``Filters.limit``: that file
+is streamed, in its own order, only up to its ``limit``-th kept row (or the end of the arrival
+window), so it must be sorted by arrival; a row out of order among those read is an error, and
+the rows after are not read at all. The shipped traces are always read whole.
 
 Fields a trace lacks are filled by a seeded rule (``--seed``), drawn per job in arrival order:
 - utility: OASiS' sigmoid (paper §5): γ1 (priority) ~ U[1, 100]; class 10% time-insensitive
@@ -29,9 +35,11 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from stint import data_path
 from stint.model.job import JobSpec, Tier
+from stint.model.limits import MAX_BATCH_SIZE, MAX_JOB_GPUS, MAX_TRACE_JOBS, above
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
 from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
 from stint.perf.scaling import ScalingModel
@@ -120,6 +128,8 @@ def load(
 
     Pollux-format jobs follow Pollux's job model (``pollux-progress``) when every application
     in the trace ships validation tables, else (or with ``samples=True``) the sample count."""
+    if filters.limit is not None and (why := above("the limit", filters.limit, MAX_TRACE_JOBS)):
+        raise TraceError(why)
     if spec.startswith("philly-shaped:"):
         from stint.sim import generate
 
@@ -138,16 +148,18 @@ def load(
         path, label = Path(spec), Path(spec).name
         if not path.is_file():
             raise TraceError(f"{spec}: no such trace file (or use 'philly' or 'pollux:N')")
+    shipped = spec == "philly" or spec.startswith("pollux:")  # read whole: Philly's is not in arrival order
     with _open(path) as fh:
         reader = _Reader(fh, str(path))
         header = next(reader, None)
         perf: PerfModel
         clock0 = 0.0
+        pick = _Pick(str(path), filters, stream=filters.limit is not None and not shipped)
         if header == PHILLY_COLUMNS:
-            jobs, clock0 = _philly(reader, str(path), filters)
+            jobs, clock0 = _philly(reader, str(path), pick)
             perf, fmt, model = ScalingModel(), "philly", "recorded-duration"
         elif header == POLLUX_COLUMNS:
-            jobs, fmt = _pollux(reader, str(path), filters), "pollux"
+            jobs, fmt = _pollux(reader, str(path), pick), "pollux"
             jobs, perf, model = _pollux_job_model(jobs, samples)
         else:
             raise TraceError(
@@ -222,28 +234,76 @@ def _number(path: str, line: int, field: str, text: str, kind: type = float, low
     return value
 
 
-def _philly(reader: _Reader, path: str, f: Filters) -> tuple[list[JobSpec], float]:
-    """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
-    from datetime import UTC, datetime  # (Philly's timestamps only)
+def _count(path: str, line: int, field: str, text: str, maximum: int) -> int:
+    """A whole-number field from 1 to ``maximum`` (``stint.model.limits``)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise TraceError(f"{path}:{line}: field {field!r} is not a int: {text[:40]!r}") from None
+    if n < 1:
+        raise TraceError(f"{path}:{line}: field {field!r} must be >= 1, got {text!r}")
+    if why := above(f"field {field!r}", n, maximum):
+        raise TraceError(f"{path}:{line}: {why}")
+    return n
 
-    raw: list[tuple[float, int, float, int, str]] = []
-    for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
-        try:
-            t = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            raise TraceError(f"{path}:{line}: field 'timestamp' is not YYYY-MM-DD HH:MM:SS: {ts!r}") from None
-        d = _number(path, line, "duration", duration, float, 1e-9)
-        g = int(_number(path, line, "num_gpus", gpus, int, 1))
-        if not vc:
-            raise TraceError(f"{path}:{line}: field 'cluster' is empty")
-        raw.append((t, line, d, g, vc))
-    if not raw:
-        return [], 0.0
-    t0 = min(r[0] for r in raw)
-    kept = [r for r in raw if _keep(r[0] - t0, r[4], f)]
-    kept.sort(key=lambda r: (r[0], r[1]))
-    if f.limit is not None:
-        kept = kept[: f.limit]
+
+P = TypeVar("P")
+# A parsed row: arrival (s), line, virtual cluster ("" where the format has none), the rest.
+Row = tuple[float, int, str, P]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pick:
+    """The rows of one file that ``filters`` keep, the file read whole (at most ``max_rows``
+    rows) or streamed (``stream``: up to the ``limit``-th kept row, the file in arrival order;
+    module docstring)."""
+
+    path: str
+    filters: Filters
+    stream: bool
+    max_rows: int = MAX_TRACE_JOBS
+
+    def rows(self, rows: Iterable[Row[P]], from_first: bool) -> tuple[list[Row[P]], float]:
+        """The kept rows by (arrival, line), and the time the window's offsets count from: the
+        first submission when ``from_first`` (Philly's timestamps), else 0."""
+        if self.stream:
+            return self._streamed(rows, from_first)
+        raw = []
+        for n, row in enumerate(rows, 1):
+            if n > self.max_rows:
+                raise TraceError(f"{self.path}:{row[1]}: more than {self.max_rows:,} rows, the most a trace read "
+                                 "whole may have (docs/simulator.md, \"Input limits\"); with --limit N the file is "
+                                 "read only up to its Nth job")
+            raw.append(row)
+        t0 = min((r[0] for r in raw), default=0.0) if from_first else 0.0
+        kept = sorted((r for r in raw if _keep(r[0] - t0, r[2], self.filters)), key=lambda r: (r[0], r[1]))
+        return kept[: self.filters.limit], t0
+
+    def _streamed(self, rows: Iterable[Row[P]], from_first: bool) -> tuple[list[Row[P]], float]:
+        f, kept = self.filters, []
+        t0: float | None = None
+        last_t, last_line = -math.inf, 0
+        for row in rows:
+            t, line = row[0], row[1]
+            if t < last_t:
+                raise TraceError(f"{self.path}:{line}: row out of arrival order (it arrives before line "
+                                 f"{last_line}); with --limit the file is read only up to its Nth job, so its rows "
+                                 "must be sorted by arrival (sort them, or run without --limit)")
+            last_t, last_line = t, line
+            if t0 is None:
+                t0 = t if from_first else 0.0
+            if f.end_s is not None and t - t0 >= f.end_s:
+                break  # in arrival order: no later row is in the window
+            if _keep(t - t0, row[2], f):
+                kept.append(row)
+                if len(kept) == f.limit:
+                    break
+        return kept, t0 or 0.0
+
+
+def _philly(reader: _Reader, path: str, pick: _Pick) -> tuple[list[JobSpec], float]:
+    """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
+    kept, t0 = pick.rows(_philly_rows(reader, path), from_first=True)
     base = kept[0][0] if kept else t0
     return [
         JobSpec(
@@ -257,24 +317,30 @@ def _philly(reader: _Reader, path: str, f: Filters) -> tuple[list[JobSpec], floa
             user=vc,
             duration_s=d,
         )
-        for t, line, d, g, vc in kept
+        for t, line, vc, (d, g) in kept
     ], base % 86400.0
 
 
-def _pollux(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
-    raw: list[tuple[float, int, str, str, int, int]] = []
-    for line, (name, time_s, app, replicas, bsz) in _rows(reader, path, 5):
-        if app not in APPLICATIONS:
-            raise TraceError(f"{path}:{line}: unknown application {app!r}; known: {', '.join(APPLICATIONS)}")
-        t = _number(path, line, "time", time_s, float, 0.0)
-        n = int(_number(path, line, "num_replicas", replicas, int, 1))
-        b = int(_number(path, line, "batch_size", bsz, int, 1))
-        raw.append((t, line, name or f"job-{line - 1}", app, n, b))
-    kept = sorted((r for r in raw if _keep(r[0], "", f)), key=lambda r: (r[0], r[1]))
-    if f.limit is not None:
-        kept = kept[: f.limit]
+def _philly_rows(reader: _Reader, path: str) -> Iterator[Row[tuple[float, int]]]:
+    """Each row checked, as it is read: (arrival, line, vc, (duration, GPUs))."""
+    from datetime import UTC, datetime  # (Philly's timestamps only)
+
+    for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
+        try:
+            t = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            raise TraceError(f"{path}:{line}: field 'timestamp' is not YYYY-MM-DD HH:MM:SS: {ts!r}") from None
+        d = _number(path, line, "duration", duration, float, 1e-9)
+        g = _count(path, line, "num_gpus", gpus, MAX_JOB_GPUS)
+        if not vc:
+            raise TraceError(f"{path}:{line}: field 'cluster' is empty")
+        yield t, line, vc, (d, g)
+
+
+def _pollux(reader: _Reader, path: str, pick: _Pick) -> list[JobSpec]:
+    kept, _ = pick.rows(_pollux_rows(reader, path), from_first=False)
     jobs = []
-    for t, _line, name, app, n, b in kept:
+    for t, _line, _vc, (name, app, n, b) in kept:
         a = APPLICATIONS[app]
         jobs.append(
             JobSpec(
@@ -291,6 +357,17 @@ def _pollux(reader: _Reader, path: str, f: Filters) -> list[JobSpec]:
             )
         )
     return jobs
+
+
+def _pollux_rows(reader: _Reader, path: str) -> Iterator[Row[tuple[str, str, int, int]]]:
+    """Each row checked, as it is read: (arrival, line, "", (name, application, replicas, batch))."""
+    for line, (name, time_s, app, replicas, bsz) in _rows(reader, path, 5):
+        if app not in APPLICATIONS:
+            raise TraceError(f"{path}:{line}: unknown application {app!r}; known: {', '.join(APPLICATIONS)}")
+        t = _number(path, line, "time", time_s, float, 0.0)
+        n = _count(path, line, "num_replicas", replicas, MAX_JOB_GPUS)
+        b = _count(path, line, "batch_size", bsz, MAX_BATCH_SIZE)
+        yield t, line, "", (name or f"job-{line - 1}", app, n, b)
 
 
 def _pollux_job_model(jobs: list[JobSpec], samples: bool) -> tuple[list[JobSpec], PerfModel, str]:
