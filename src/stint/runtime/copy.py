@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from stint.runtime import fleet_secret
+from stint.runtime.listen import HTTPServer
 
 CHUNK = 256 * 1024
 _JOB = re.compile(r"^[0-9]{1,18}$")
@@ -355,9 +356,7 @@ def serve_storage(root: Path, host: str, port: int, secret: str) -> ThreadingHTT
 
     jobs_root(str(root), os.geteuid() == 0)  # its jobs' attempts write there, as their owners
     handler = type("StorageHandler", (_Handler,), {"root": root, "secret": secret})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return HTTPServer((host, port), handler)
 
 
 def start_storage(root: Path, secret: str, host: str = "127.0.0.1", port: int = 0
