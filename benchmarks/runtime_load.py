@@ -160,9 +160,10 @@ class Conn:
 
 
 def keepalive(n: int, root: Path, tick: float) -> None:
-    """``n`` requests of each kind on one connection to each server, alternating request by
-    request between the servers (neither connection idles past uvicorn's keep-alive timeout,
-    and a load change on a shared machine hits both alike)."""
+    """``n`` requests of each kind (``n`` jobs: 10,000 is a user's default limit) on one
+    connection to each server, alternating request by request between the servers (neither
+    connection idles past uvicorn's keep-alive timeout, and a load change on a shared machine
+    hits both alike)."""
     serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}", "--tick", str(tick))
     serve.start()
     token = (serve.data_dir / "admin.token").read_text().strip()
@@ -177,21 +178,21 @@ def keepalive(n: int, root: Path, tick: float) -> None:
                     ("GET /v1/health", "GET", "/v1/health", None, 200),
                     ("POST /v1/jobs", "POST", "/v1/jobs", body, 201)):
                 conns = {name: Conn(port, auth) for name, (port, _) in servers.items()}
-                for i in range(warm + n):  # warm-up: the connection, the route, the first job
+                for i in range(n):  # the first ones warm up the connection and the route
                     if i == warm:
                         for c in conns.values():
                             c.latencies = []
                     for c in conns.values():
                         c.once(method, path, payload, status)
                 ratio = conns["stint"].rate() / conns["bare"].rate()
-                print(f"keep-alive {what:<15} n={n}  " + "  ".join(
+                print(f"keep-alive {what:<15} n={n} (timed: the last {n - warm})  " + "  ".join(
                     f"{name} {c.figures(servers[name][1])}" for name, c in conns.items()) +
                       f"  stint/bare {ratio:.2f}", flush=True)
                 for c in conns.values():
                     c.http.close()
         with serve.client() as client:
             stored = len(client.jobs())
-        assert stored == warm + n, f"{stored} jobs stored, {warm + n} submitted"
+        assert stored == n, f"{stored} jobs stored, {n} submitted"
     finally:
         serve.stop()
         kill_leftover_workers(serve.data_dir)
