@@ -4,9 +4,15 @@
    running), from 1 client and from 4 concurrent clients: submissions/s and p50/p99 latency.
 2. One controller step (scheduling pass) over 10,000 queued jobs, in-process: store -> ClusterView
    -> policy.plan -> reconcile -> intents, for each policy given.
+3. ``--only keepalive``: requests/s on one kept-alive connection (``http.client``, one request at
+   a time), ``GET /v1/health`` and the ``POST /v1/jobs`` of ``stint submit`` (SQLite), against a
+   bare FastAPI app with the same two routes served by the same uvicorn (h11, asyncio, its own
+   listening socket), in one run; the ratio stint/bare is the figure to compare (a connection
+   whose answers wait for delayed ACKs shows as ~20 requests/s). Requests alternate between the
+   two servers so that a load change on a shared machine hits both.
 
 Usage: .venv/bin/python benchmarks/runtime_load.py [--jobs 10000] [--policies fifo,tiresias]
-       [--only submit|pass] [--tick 0.1]
+       [--only submit|pass|keepalive] [--tick 0.1]
 ``GET /v1/health`` through the same server and client is printed first as a baseline: the machine
 is shared and noisy, so the ratio submit/health is the steadier figure.
 Every submitted job needs the whole 4-GPU cluster and runs `sleep`, so one job runs and the rest
@@ -16,16 +22,26 @@ queue; the benchmark kills what it started.
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI  # the bare app's; its routes' annotations resolve here
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
 
-from rt_helpers import ServeProc, kill_leftover_workers
+from rt_helpers import ServeProc, free_port, kill_leftover_workers, peer_nodelay, wait_for
 
 JOB = {"command": ["sleep", "600"], "gpus": 4}
 
@@ -68,6 +84,120 @@ def submissions(n: int, clients: int, root: Path, path: str = "/v1/jobs",
     return len(latencies) / wall, latencies
 
 
+def serve_bare(port: int) -> None:
+    """The baseline server: a FastAPI app with stint's two routes and nothing behind them (no
+    store, no auth, no controller), served by uvicorn as its docs show (uvicorn binds)."""
+    import uvicorn
+
+    app = FastAPI()
+    ids = iter(range(1, 1 << 62))
+
+    @app.get("/v1/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/jobs", status_code=201)
+    def submit(body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+        return {"id": next(ids), **body}
+
+    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+
+
+@contextmanager
+def bare_app(log: Path) -> Iterator[tuple[int, int]]:
+    """The bare app in its own process (as ``stint serve`` is): its port and pid."""
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, __file__, "--serve-bare", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+                conn.request("GET", "/v1/health")
+                return conn.getresponse().status == 200
+            except OSError:
+                return False
+        wait_for(up, 60, "the bare app to answer")
+        yield port, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+class Conn:
+    """One kept-alive ``http.client`` connection; ``once`` sends one request and keeps its
+    latency."""
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.headers = headers
+        self.latencies: list[float] = []
+        self.sock: socket.socket | None = None
+
+    def once(self, method: str, path: str, body: bytes | None, status: int) -> None:
+        t0 = time.perf_counter()
+        self.http.request(method, path, body, self.headers)
+        r = self.http.getresponse()
+        answer = r.read()
+        self.latencies.append(time.perf_counter() - t0)
+        assert r.status == status, (path, r.status, answer[:500])
+        assert not r.will_close, f"{path}: the server closed the connection"
+        assert self.sock is None or self.http.sock is self.sock, f"{path}: reconnected"
+        self.sock = self.http.sock
+
+    def figures(self, pid: int) -> str:
+        """Requests/s over the time spent in its own requests, latencies, and whether the
+        server's end of the connection has TCP_NODELAY."""
+        assert self.sock is not None
+        q = statistics.quantiles(self.latencies, n=100)
+        return (f"{self.rate():6.0f} /s (p50 {q[49] * 1e3:4.1f} ms, p99 {q[98] * 1e3:5.1f} ms, "
+                f"server TCP_NODELAY {int(peer_nodelay(pid, self.sock))})")
+
+    def rate(self) -> float:
+        return len(self.latencies) / sum(self.latencies)
+
+
+def keepalive(n: int, root: Path, tick: float) -> None:
+    """``n`` requests of each kind (``n`` jobs: 10,000 is a user's default limit) on one
+    connection to each server, alternating request by request between the servers (neither
+    connection idles past uvicorn's keep-alive timeout, and a load change on a shared machine
+    hits both alike)."""
+    serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}", "--tick", str(tick))
+    serve.start()
+    token = (serve.data_dir / "admin.token").read_text().strip()
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    body = json.dumps(JOB).encode()
+    warm = 20
+    try:
+        with bare_app(root / "bare.log") as (bare_port, bare_pid):
+            assert serve.proc is not None
+            servers = {"stint": (serve.port, serve.proc.pid), "bare": (bare_port, bare_pid)}
+            for what, method, path, payload, status in (
+                    ("GET /v1/health", "GET", "/v1/health", None, 200),
+                    ("POST /v1/jobs", "POST", "/v1/jobs", body, 201)):
+                conns = {name: Conn(port, auth) for name, (port, _) in servers.items()}
+                for i in range(n):  # the first ones warm up the connection and the route
+                    if i == warm:
+                        for c in conns.values():
+                            c.latencies = []
+                    for c in conns.values():
+                        c.once(method, path, payload, status)
+                ratio = conns["stint"].rate() / conns["bare"].rate()
+                print(f"keep-alive {what:<15} n={n} (timed: the last {n - warm})  " + "  ".join(
+                    f"{name} {c.figures(servers[name][1])}" for name, c in conns.items()) +
+                      f"  stint/bare {ratio:.2f}", flush=True)
+                for c in conns.values():
+                    c.http.close()
+        with serve.client() as client:
+            stored = len(client.jobs())
+        assert stored == n, f"{stored} jobs stored, {n} submitted"
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+
+
 def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
     from stint.policies import make
     from stint.runtime.controller import Controller, ControllerConfig
@@ -105,12 +235,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--policies", default="fifo,tiresias")
-    ap.add_argument("--only", choices=["submit", "pass"], default=None)
+    ap.add_argument("--only", choices=["submit", "pass", "keepalive"], default=None)
     ap.add_argument("--tick", type=float, default=0.1,
                     help="controller period of the served control plane (stint serve's default: 0.5)")
+    ap.add_argument("--serve-bare", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve_bare is not None:
+        return serve_bare(args.serve_bare)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
+        if args.only == "keepalive":
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            return keepalive(args.jobs, root / "keepalive", args.tick)
         runs = [] if args.only == "pass" else [(1, "/v1/health"), (1, "/v1/jobs"), (4, "/v1/jobs")]
         for clients, path in runs:
             rate, lat = submissions(args.jobs, clients, root / f"c{clients}{path[4:8]}", path,

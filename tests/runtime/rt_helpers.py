@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -113,6 +114,43 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
+
+
+def peer_nodelay(pid: int, conn: socket.socket) -> bool:
+    """Whether the socket that process ``pid`` holds at the other end of the TCP connection
+    ``conn`` has ``TCP_NODELAY``: read from a copy of its descriptor (``pidfd_getfd``, Linux
+    5.6+; needs the right to ptrace ``pid``: root, or a child of ours). Fails if ``pid`` holds
+    no such socket."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ours = conn.getsockname()
+    pidfd = os.pidfd_open(pid)
+    try:
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:"):
+                    continue
+            except FileNotFoundError:  # closed meanwhile
+                continue
+            fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(name), 0)
+            if fd < 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"pidfd_getfd of fd {name} of pid {pid}: {os.strerror(err)}")
+            with socket.socket(fileno=fd) as theirs:
+                if theirs.type != socket.SOCK_STREAM or theirs.family not in (socket.AF_INET,
+                                                                              socket.AF_INET6):
+                    continue
+                try:
+                    peer = theirs.getpeername()
+                except OSError:  # a listener
+                    continue
+                if peer[:2] == ours[:2]:
+                    return bool(theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    finally:
+        os.close(pidfd)
+    raise AssertionError(f"pid {pid} holds no socket connected to {ours}")
 
 
 def kill_leftover_workers(data_dir: Path) -> None:

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stint.runtime import fleet_secret
+from stint.runtime.listen import HTTPServer
 
 if TYPE_CHECKING:
     from stint.runtime.executor.shim import Account
@@ -627,19 +628,6 @@ class _Handler(BaseHTTPRequestHandler):
                                      "files": report.files, "sha256": report.sha256}).encode())
 
 
-class _Server(ThreadingHTTPServer):
-    """Answers go out as written (TCP_NODELAY): a fetch asks for file after file on one
-    kept-alive connection and each answer is written in parts (headers, then the body), which
-    Nagle's algorithm would hold back for the peer's delayed acknowledgement, per file."""
-
-    daemon_threads = True
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn, addr
-
-
 def serve_storage(root: Path, host: str, port: int, secret: str) -> ThreadingHTTPServer:
     """A copy service for ``root`` bound to ``host:port`` (port 0: any) answering callers with
     ``secret``, not yet serving (call ``serve_forever``, or ``start_storage`` for a thread)."""
@@ -648,7 +636,7 @@ def serve_storage(root: Path, host: str, port: int, secret: str) -> ThreadingHTT
     jobs_root(str(root), os.geteuid() == 0)  # its jobs' attempts write there, as their owners
     clear_staging(root)
     handler = type("StorageHandler", (_Handler,), {"root": root, "secret": secret})
-    return _Server((host, port), handler)
+    return HTTPServer((host, port), handler)
 
 
 def start_storage(root: Path, secret: str, host: str = "127.0.0.1", port: int = 0

@@ -25,6 +25,7 @@ from stint.runtime.controller import Controller, ControllerConfig
 from stint.runtime.executor.base import TERM_GRACE_S, Executor
 from stint.runtime.executor.make import make_executor
 from stint.runtime.executor.shim import jobs_root
+from stint.runtime.listen import listen
 from stint.runtime.metrics import CONTENT_TYPE, Metrics
 from stint.runtime.store import Store, StoreLocked, sqlite_url
 
@@ -374,8 +375,7 @@ def _terminated(_sig: int, _frame: object) -> None:
 
 def _listen(host: str, port: int) -> socket.socket:
     try:
-        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
-                                    else socket.AF_INET, reuse_port=False)
+        sock = listen(host, port)
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise StartupError(f"cannot listen on {host}:{port}: {why}") from None

@@ -44,6 +44,7 @@ from stint.runtime.executor.base import (
     Outcome,
     WorkerLaunch,
 )
+from stint.runtime.listen import HTTPServer
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
@@ -277,9 +278,7 @@ def serve_executor(executor: Executor, host: str, port: int, secret: str) -> Thr
                 status, body = 400, str(exc).encode()
             return status, body
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return HTTPServer((host, port), Handler)
 
 
 def run_agent(executor: Executor, host: str, port: int, secret: str) -> None:
