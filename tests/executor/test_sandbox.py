@@ -26,8 +26,11 @@ from stint.runtime.executor.base import LaunchError, WorkerLaunch
 from stint.runtime.executor.local import LocalExecutor
 
 ROOT = os.geteuid() == 0
-pytestmark = pytest.mark.skipif(not ROOT or not shutil.which("useradd"),
-                                reason="needs root and useradd (CI runs as root)")
+pytestmark = [
+    pytest.mark.slow,  # real accounts and processes, several seconds each
+    pytest.mark.skipif(not ROOT or not shutil.which("useradd"),
+                       reason="needs root and useradd (CI runs as root)"),
+]
 
 
 def _public_python() -> str:
