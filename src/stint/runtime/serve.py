@@ -119,15 +119,23 @@ class Plane:
     close: Callable[[], None] = lambda: None
 
 
+def controller_config(cfg: ServeConfig, jobs_dir: Path,
+                      forecast: Callable[[], Policy]) -> ControllerConfig:
+    """A cluster's controller settings from the config (``[controller]``, ``[limits]``)."""
+    ctl = cfg.controller
+    return ControllerConfig(jobs_dir=jobs_dir, max_retries=ctl.max_retries, grace_s=ctl.grace_s,
+                            forecast_policy=forecast, slow_step_s=ctl.slow_step_s,
+                            hang_s=ctl.hang_s, retry_backoff_s=ctl.retry_backoff_s,
+                            retry_backoff_max_s=ctl.retry_backoff_max_s, limits=cfg.limits)
+
+
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
     ex = cfg.executor
     executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node, ex.ray_address)
-    ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
-    controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
-        forecast_policy=lambda: make_with_options(name, options),
-        slow_step_s=ctl.slow_step_s), metrics)
+    name, options = cfg.policy_name(), cfg.policy_options()
+    controller = Controller(store, executor, policy, controller_config(
+        cfg, cfg.store.jobs_root(), lambda: make_with_options(name, options)), metrics)
     store.keep_clusters([""])
     return Plane(controller, [executor])
 
@@ -181,12 +189,9 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
             servers.append(server)
         executor = make_executor(c.executor, data_dir / "executor" / c.name, c.nodes, c.gpus_per_node,
                                  secret=secret, name=c.name)
-        ctl = cfg.controller
         controller = Controller(store, executor,
                                 make_with_options(name, options),
-                                ControllerConfig(jobs_dir=storage, max_retries=ctl.max_retries,
-                                                 grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s,
-                                                 forecast_policy=forecaster),
+                                controller_config(cfg, storage, forecaster),
                                 metrics, member=c.name, region=c.region)
         members[c.name] = Member(controller, storage, copy)
     store.keep_clusters(list(members))
