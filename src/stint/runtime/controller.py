@@ -24,10 +24,10 @@ Each job's bounds (``Job.memory_max`` ... ``max_retries``; None: the operator's 
     time does not count). Past it the job is asked to checkpoint and stop (the ordinary stop,
     ``grace_s``), then it fails with ``time limit (N s)``;
   - hangs: a running job whose SDK step has not changed for its ``hang_s`` (a job that touches
-    ``STINT_HEARTBEAT_FILE``: whose heartbeat is that old) is killed and retried from its last
-    checkpoint, a failure like any other. The clock starts when the controller first sees the
-    attempt running (after a restart of the controller: when it re-adopts it); a job that reports
-    neither a step nor a heartbeat is never judged;
+    ``STINT_HEARTBEAT_FILE``: whose heartbeat has not) is killed and retried from its last
+    checkpoint, a failure like any other. An attempt is judged from its own first report (after
+    a restart of the controller: from when it re-adopted it); a job that reports neither a step
+    nor a heartbeat is never judged;
   - retries: a failed attempt waits ``retry_backoff_s * 2**(failures - 1)`` seconds (at most
     ``retry_backoff_max_s``) before the policy sees the job again (``Job.retry_at``); the policy
     is not offered it before. A launch the OS refused for want of processes, memory or
@@ -176,9 +176,10 @@ class Controller:
         self._down: frozenset[int] = frozenset()  # nodes down at the last step
         self._wake_at = float("-inf")  # a retry, time limit or hang check falls due then
         self._hang_check_at = float("-inf")
-        # job id -> (attempt, its last progress report (heartbeat, step), when that was first
-        # seen): hangs are judged from these
-        self._seen: dict[int, tuple[int, tuple[object, object], float]] = {}
+        self._seen: dict[int, _Seen] = {}  # running jobs' last progress (hangs are judged by it)
+        # (job, attempt) launched and not yet checked for hangs -> the report it left before
+        self._launched: dict[tuple[int, int], tuple[object, object]] = {}
+        self._launch_failed = False  # a launch failed since the policy's last call: news to it
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -226,7 +227,7 @@ class Controller:
         ask = (marker != self._last_marker or self._last_plan_at == float("-inf")
                or down != self._down
                or any(not _expected(jobs.get(int(e.job_id)) if e.job_id.isdigit() else None, e)
-                      for e in exits) or self._tick_due(now))
+                      for e in exits) or self._tick_due(now) or self._launch_failed)
         rec = _Recorder()
         effects: list[Effect] = []
         try:
@@ -254,7 +255,7 @@ class Controller:
             self.store.set_node_states(self.member, [self.cluster.nodes[i].name for i in down])
         self._last_marker, self._down = marker, down
         if ask:
-            self._last_plan_at = now
+            self._last_plan_at, self._launch_failed = now, False
         self._dirty = bool(rec.items or effects)
         self._wake_at = self._next_wake(special, now)
         self._enact(effects, now, report)
@@ -502,6 +503,8 @@ class Controller:
             self._hang_check_at = now + max(HANG_CHECK_S, min(hangs, default=0.0) / 8)
             running = {j.id for j in jobs if j.state == S.RUNNING}
             self._seen = {i: v for i, v in self._seen.items() if i in running}
+            active = {j.id for j in jobs}
+            self._launched = {k: v for k, v in self._launched.items() if k[0] in active}
         changed = False
         for job in jobs:
             if job.state == S.PREEMPTED and job.retry_at is not None and job.retry_at <= now:
@@ -521,26 +524,37 @@ class Controller:
         return changed
 
     def _hung(self, job: Job, now: float) -> str | None:
-        """Why ``job`` counts as hung (its heartbeat, else its SDK step, unchanged for its
-        ``hang_s`` since this controller first saw its attempt running), or None."""
+        """Why ``job`` counts as hung, or None: its heartbeat (if it ever touched one), else its
+        SDK step, has not changed for its ``hang_s``. An attempt is judged from its own first
+        report on (its start -- importing a framework, loading a checkpoint -- takes what it
+        takes; a report an earlier attempt left is not its own); one re-adopted after a restart
+        (no report of it seen yet: any report counts), from when it was re-adopted; a job that reports
+        neither a step nor a heartbeat is never judged, nor one whose SDK says its steps are
+        done (it is exiting)."""
         hang = self._hang_s(job)
         if not hang:
             return None
-        report = self.executor.status(str(job.id))
-        beat = report.get("heartbeat_at") if isinstance(report, Mapping) else None
-        step = report.get("step") if isinstance(report, Mapping) else None
-        mark = (beat, step)
+        report, mark = self._progress(job)
         seen = self._seen.get(job.id)
-        if seen is None or seen[0] != job.attempt or seen[1] != mark:
-            self._seen[job.id] = (job.attempt, mark, now)
+        if seen is None or seen.attempt != job.attempt:  # the attempt's first check
+            before = self._launched.pop((job.id, job.attempt), (None, None))
+            self._seen[job.id] = _Seen(job.attempt, mark, now, mark != before)
             return None
-        if isinstance(beat, int | float):
-            quiet = now - max(float(beat), seen[2])
-            return f"hung: no heartbeat for {quiet:.0f} s" if quiet >= hang else None
-        if step is None:
-            return None  # reports neither a step nor a heartbeat: not judged
-        quiet = now - seen[2]
-        return f"hung: no step for {quiet:.0f} s (still at step {step})" if quiet >= hang else None
+        if seen.mark != mark:
+            self._seen[job.id] = _Seen(job.attempt, mark, now, True)
+            return None
+        quiet = now - seen.since
+        if not seen.reported or quiet < hang or report.get("state") == "finished":
+            return None  # (finished: its steps are done, it is on its way out)
+        if mark[0] is not None:
+            return f"hung: no heartbeat for {quiet:.0f} s"
+        return f"hung: no step for {quiet:.0f} s (still at step {mark[1]})"
+
+    def _progress(self, job: Job) -> tuple[Mapping[str, Any], tuple[object, object]]:
+        """The job's last report (``Executor.status``) and its mark: (heartbeat, step)."""
+        got = self.executor.status(str(job.id))
+        report: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+        return report, (report.get("heartbeat_at"), report.get("step"))
 
     def _next_wake(self, jobs: list[Job], now: float) -> float:
         """When a step must run even if nothing else happens: a retry's backoff ends, a time
@@ -793,6 +807,8 @@ class Controller:
         held.append(slots)
         take(free, alloc)
         job.attempt += 1
+        if self._hang_s(job):  # what an earlier attempt left is not this one's report
+            self._launched[(job.id, job.attempt)] = self._progress(job)[1]
         record_transition(
             s, job, S.STARTING, now, f"attempt {job.attempt} on {_where(self, alloc)}",
             allocation=dump_alloc(alloc), slots=json.dumps(slots), holding_since=now,
@@ -856,6 +872,7 @@ class Controller:
             error = str(exc)
         if error is not None:
             log.warning("job %s attempt %s: launch refused: %s", eff.job_id, eff.attempt, error)
+            self._launch_failed = True  # like an attempt that ended by itself: the policy is asked
         with self.store.session() as s:
             job = s.get(Job, eff.job_id)
             if job is None or job.attempt != eff.attempt or job.state != S.STARTING:
@@ -886,6 +903,18 @@ class Controller:
             if job.state in HOLDING:
                 take(free, load_alloc(job.allocation))
         return free
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A running attempt's last progress report (heartbeat time, SDK step), since when the
+    controller has seen it unchanged, and whether the attempt reported it itself (not a report
+    left by an earlier attempt)."""
+
+    attempt: int
+    mark: tuple[object, object]
+    since: float
+    reported: bool
 
 
 @dataclass(frozen=True, slots=True)
