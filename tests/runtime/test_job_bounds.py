@@ -139,6 +139,17 @@ def test_bounds_beyond_the_users_maximum_are_refused_naming_the_field(
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "memory_max"]
 
 
+def test_a_bad_size_is_one_line_naming_the_flag() -> None:
+    from typer.testing import CliRunner
+
+    from stint.cli import app
+
+    r = CliRunner().invoke(app, ["submit", "--memory", "16Q", "--server", "http://127.0.0.1:9",
+                                 "--token", "t", "--", "true"])
+    assert r.exit_code == 2 and "error: --memory: '16Q' is not a size" in r.output
+    assert "Traceback" not in r.output
+
+
 HEARTBEAT = """
 import os, pathlib, sys, time
 beat = pathlib.Path(os.environ["STINT_HEARTBEAT_FILE"])
