@@ -25,7 +25,7 @@ grace_s = 30.0                # checkpoint request -> SIGTERM
 max_retries = 3
 slow_step_s = 1.0             # a slower step is logged as a warning
 drain = false
-hang_s = 600.0                # a job whose step (or heartbeat) stalls this long is restarted; 0: off
+hang_s = 600.0                # a job whose step (or heartbeat) stalls this long restarts; 0: off
 retry_backoff_s = 10.0        # a failed attempt's first wait before its retry (doubles each time)
 retry_backoff_max_s = 600.0   # ... up to this
 
@@ -301,7 +301,8 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
         ("controller.max_retries", c.max_retries >= 0, f"must be at least 0, not {c.max_retries}"),
         ("controller.slow_step_s", _finite_at_least(c.slow_step_s, 0.0) and c.slow_step_s > 0,
          f"must be above 0, not {c.slow_step_s}"),
-        ("controller.hang_s", _finite_at_least(c.hang_s, 0.0), f"must be at least 0, not {c.hang_s}"),
+        ("controller.hang_s", _finite_at_least(c.hang_s, 0.0),
+         f"must be at least 0, not {c.hang_s}"),
         ("controller.retry_backoff_s", _finite_at_least(c.retry_backoff_s, 0.0),
          f"must be at least 0, not {c.retry_backoff_s}"),
         ("controller.retry_backoff_max_s",
@@ -317,9 +318,11 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
             (f"{key}.max_command_bytes", 1 <= lim.max_command_bytes <= MAX_COMMAND_BYTES,
              f"must be in 1..{MAX_COMMAND_BYTES}, not {lim.max_command_bytes}"),
             (f"{key}.tiers", bool(lim.tiers), "must name at least one tier"),
-            (f"{key}.job_memory_max", lim.job_memory_max is None or lim.job_memory_max >= MIN_MEMORY,
+            (f"{key}.job_memory_max",
+             lim.job_memory_max is None or lim.job_memory_max >= MIN_MEMORY,
              f"must be at least {format_size(MIN_MEMORY)}, not {lim.job_memory_max}"),
-            (f"{key}.job_pids_max", lim.job_pids_max >= 1, f"must be at least 1, not {lim.job_pids_max}"),
+            (f"{key}.job_pids_max", lim.job_pids_max >= 1,
+             f"must be at least 1, not {lim.job_pids_max}"),
             (f"{key}.log_max_bytes", lim.log_max_bytes is None or lim.log_max_bytes >= 1,
              f"must be at least 1, not {lim.log_max_bytes}"),
             (f"{key}.job_disk_max", lim.job_disk_max is None or lim.job_disk_max >= 1,

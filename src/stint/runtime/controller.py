@@ -527,10 +527,9 @@ class Controller:
         """Why ``job`` counts as hung, or None: its heartbeat (if it ever touched one), else its
         SDK step, has not changed for its ``hang_s``. An attempt is judged from its own first
         report on (its start -- importing a framework, loading a checkpoint -- takes what it
-        takes; a report an earlier attempt left is not its own); one re-adopted after a restart
-        (no report of it seen yet: any report counts), from when it was re-adopted; a job that reports
-        neither a step nor a heartbeat is never judged, nor one whose SDK says its steps are
-        done (it is exiting)."""
+        takes; a report an earlier attempt left is not its own); one re-adopted after a restart,
+        from when it was re-adopted (any report counts). A job that reports neither a step nor a
+        heartbeat is never judged, nor one whose SDK says its steps are done (it is exiting)."""
         hang = self._hang_s(job)
         if not hang:
             return None
