@@ -22,6 +22,8 @@ nodes = 3
 tick_s = 0.2
 max_retries = 5
 stuck_step_s = 5
+hang_s = 120
+retry_backoff_s = 2.5
 
 [policy]
 name = "singularity"
@@ -35,9 +37,14 @@ basic = "best-effort"
 [limits]
 max_gpus = 4
 tiers = ["standard", "basic"]
+job_memory_max = "16G"
+job_disk_max = 1073741824
+max_time_limit_s = 3600
 
 [limits.users."ali.ce"]
 tiers = ["premium", "standard", "basic"]
+job_memory_max = "none"
+log_max_bytes = "512M"
 
 [fleet]
 file = "fleet.toml"
@@ -63,6 +70,13 @@ def test_print_config_loads_back_to_the_same_settings(tmp_path: Path) -> None:
     alice = filed.limits.of("ali.ce")
     assert alice.tiers == tuple(Tier) and alice.max_gpus == 4  # the rest from [limits]
     assert filed.limits.of("bob").tiers == (Tier.STANDARD, Tier.BASIC)
+    bob = filed.limits.of("bob")
+    assert (bob.job_memory_max, bob.job_disk_max, bob.max_time_limit_s) == (16 << 30, 1 << 30, 3600)
+    assert (bob.job_pids_max, bob.log_max_bytes) == (4096, 1 << 30)  # the defaults
+    assert (alice.job_memory_max, alice.log_max_bytes, alice.max_time_limit_s) == (
+        None, 512 << 20, 3600)  # her "none" is no bound; the rest from [limits]
+    c = filed.controller
+    assert (c.hang_s, c.retry_backoff_s, c.retry_backoff_max_s) == (120, 2.5, 600)
     assert "singularity.premium=0.9" in filed.policy_options()  # the tiers reach the policy
     printed = _print(tmp_path, "--config", str(conf))
     again = tmp_path / "printed.toml"
@@ -103,6 +117,14 @@ def test_flags_given_win_over_the_file_and_only_those(tmp_path: Path) -> None:
      "policy.options.slot: policy 'oasis' has no option 'slot'; valid: slot_s"),
     ('[policy]\nname = "nope"\n', 2, "policy.name: unknown policy 'nope'"),
     ("[fleet]\nglobal_options = [3]\n", 2, "fleet.global_options: must be a list of KEY=VALUE"),
+    ('[limits]\njob_memory_max = "16Q"\n', 2, "limits.job_memory_max: '16Q' is not a size"),
+    ("[limits]\njob_memory_max = 1000\n", 2, "limits.job_memory_max: must be at least 1M"),
+    ('[limits.users.bob]\nmax_time_limit_s = "forever"\n', 2,
+     'limits.users.bob.max_time_limit_s: must be a number or "none"'),
+    ("[limits]\njob_pids_max = 0\n", 2, "limits.job_pids_max: must be at least 1, not 0"),
+    ("[controller]\nretry_backoff_s = 30\nretry_backoff_max_s = 10\n", 3,
+     "controller.retry_backoff_max_s: must be at least controller.retry_backoff_s"),
+    ("[controller]\nhang_s = -1\n", 2, "controller.hang_s: must be at least 0"),
 ])
 def test_errors_name_the_file_the_line_and_the_key(tmp_path: Path, text: str, line: int,
                                                    words: str) -> None:

@@ -28,6 +28,9 @@ max_retries = 3
 slow_step_s = 1.0             # a slower step is logged as a warning
 stuck_step_s = 60.0           # a step running longer: /v1/health/controller answers 503
 drain = false
+hang_s = 600.0                # a job whose step (or heartbeat) stalls this long restarts; 0: off
+retry_backoff_s = 10.0        # a failed attempt's first wait before its retry (doubles each time)
+retry_backoff_max_s = 600.0   # ... up to this
 
 [policy]
 name = "tiresias"
@@ -44,6 +47,12 @@ max_jobs = 10000              # unfinished jobs
 max_gpus = 16                 # max_gpus summed over unfinished jobs (default: no limit)
 max_command_bytes = 262144
 tiers = ["standard", "basic"] # the tiers a user may submit to
+job_memory_max = "16G"        # per worker: the most a job may ask (--memory), and its bound if
+                              # it asks none (bytes, or "512M", "16G"; default "none": no bound)
+job_pids_max = 4096           # per worker: processes and threads (the most, and the default)
+log_max_bytes = "1G"          # per job: past it the log's oldest part is dropped ("none": no cap)
+job_disk_max = "none"         # per job: bytes its directory may hold (past them the attempt fails)
+max_time_limit_s = 86400      # the longest --time-limit, and the limit of a job that gives none
 
 [limits.users.alice]          # keys it does not set come from [limits]
 tiers = ["premium", "standard", "basic"]
@@ -74,6 +83,32 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 EXECUTORS = ("local", "ray")
 NETWORKS = ("auto", "host", "private")
 BEST_EFFORT = "best-effort"
+NONE = "none"  # a bound that is not set, where the config spells it out
+MIN_MEMORY = 1 << 20  # the least memory bound a worker may have (1M): below it nothing starts
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*(?:([KMGT])(?:i?B)?|B)?\s*$", re.IGNORECASE)
+MAX_SIZE = 1 << 62  # the largest size the store keeps (a 64-bit column)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"16G"``, ``"512M"``, ``"64K"``, ``"1T"`` (powers of 1024; ``"GiB"``/``"GB"``
+    read the same) or plain digits; ``ValueError`` naming the text otherwise."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f'{text!r} is not a size (bytes, or a number with K, M, G or T, as '
+                         f'"512M" or "16G")')
+    size = int(m.group(1)) * _UNITS[(m.group(2) or "").upper()]
+    if size > MAX_SIZE:
+        raise ValueError(f"{text!r} is more than {format_size(MAX_SIZE)}")
+    return size
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes in the largest unit that divides it exactly ("16G", "1536M", "100")."""
+    for unit in ("T", "G", "M", "K"):
+        if size and size % _UNITS[unit] == 0:
+            return f"{size // _UNITS[unit]}{unit}"
+    return str(size)
 
 
 class ConfigError(ValueError):
@@ -136,6 +171,9 @@ class ControlConfig:
     slow_step_s: float = 1.0  # a step slower than this is logged as a warning
     stuck_step_s: float = 60.0  # a step running longer makes the controller's health a 503
     drain: bool = False  # on SIGTERM/SIGINT, checkpoint and stop every job before exiting
+    hang_s: float = 600.0  # a job's default hang timeout (0: no hang detection)
+    retry_backoff_s: float = 10.0  # wait before a failed attempt's first retry; doubles each time
+    retry_backoff_max_s: float = 600.0  # the longest wait before a retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +188,20 @@ class FleetServeConfig:
 @dataclass(frozen=True, slots=True)
 class UserLimits:
     """What one user may have at once: unfinished jobs, GPUs over their unfinished jobs (each
-    counted at its ``max_gpus``), bytes of one command, and the tiers they may submit to."""
+    counted at its ``max_gpus``), bytes of one command, and the tiers they may submit to; and
+    what bounds each of their jobs: a worker's memory and processes (the most a job may ask,
+    and the bound of one that asks none), its log and directory, and the longest time limit
+    (also the limit of a job that gives none). None: no bound."""
 
     max_jobs: int = 10_000
     max_gpus: int | None = None  # None: the cluster's size is the only bound
     max_command_bytes: int = MAX_COMMAND_BYTES
     tiers: tuple[Tier, ...] = tuple(Tier)
+    job_memory_max: int | None = None  # bytes per worker
+    job_pids_max: int = 4096  # processes and threads per worker
+    log_max_bytes: int | None = 1 << 30  # per job
+    job_disk_max: int | None = None  # bytes of the job's directory
+    max_time_limit_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +244,12 @@ _TABLES: dict[str, set[str]] = {
     "server": {"host", "port", "log_level"},
     "store": {"data_dir", "db", "jobs_dir"},
     "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network"},
-    "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain"},
+    "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain",
+                   "hang_s", "retry_backoff_s", "retry_backoff_max_s"},
     "policy": {"name", "options"},
     "tiers": {t.value for t in Tier},
-    "limits": {"max_jobs", "max_gpus", "max_command_bytes", "tiers", "users"},
+    "limits": {"max_jobs", "max_gpus", "max_command_bytes", "tiers", "users", "job_memory_max",
+               "job_pids_max", "log_max_bytes", "job_disk_max", "max_time_limit_s"},
     "fleet": {"file", "global_policy", "global_options"},
 }
 _TIER_KEYS = tuple(t.value for t in Tier)
@@ -235,7 +283,11 @@ def load(path: Path) -> ServeConfig:
                                  ctl.integer("max_retries", d.controller.max_retries),
                                  ctl.number("slow_step_s", d.controller.slow_step_s),
                                  ctl.number("stuck_step_s", d.controller.stuck_step_s),
-                                 ctl.flag("drain", d.controller.drain)),
+                                 ctl.flag("drain", d.controller.drain),
+                                 ctl.number("hang_s", d.controller.hang_s),
+                                 ctl.number("retry_backoff_s", d.controller.retry_backoff_s),
+                                 ctl.number("retry_backoff_max_s",
+                                            d.controller.retry_backoff_max_s)),
         policy=_policy(top.sub("policy")),
         tiers=_tiers(top.sub("tiers")),
         limits=Limits(default, {name: _user_limits(users.sub(name, _TABLES["limits"] - {"users"}),
@@ -268,6 +320,13 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
          f"must be above 0, not {c.slow_step_s}"),
         ("controller.stuck_step_s", _finite_at_least(c.stuck_step_s, 0.0) and c.stuck_step_s > 0,
          f"must be above 0, not {c.stuck_step_s}"),
+        ("controller.hang_s", _finite_at_least(c.hang_s, 0.0),
+         f"must be at least 0, not {c.hang_s}"),
+        ("controller.retry_backoff_s", _finite_at_least(c.retry_backoff_s, 0.0),
+         f"must be at least 0, not {c.retry_backoff_s}"),
+        ("controller.retry_backoff_max_s",
+         _finite_at_least(c.retry_backoff_max_s, max(0.0, c.retry_backoff_s)),
+         f"must be at least controller.retry_backoff_s, not {c.retry_backoff_max_s}"),
     ]
     for key, lim in (("limits", cfg.limits.default),
                      *((f"limits.users.{u}", v) for u, v in cfg.limits.users.items())):
@@ -278,6 +337,18 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
             (f"{key}.max_command_bytes", 1 <= lim.max_command_bytes <= MAX_COMMAND_BYTES,
              f"must be in 1..{MAX_COMMAND_BYTES}, not {lim.max_command_bytes}"),
             (f"{key}.tiers", bool(lim.tiers), "must name at least one tier"),
+            (f"{key}.job_memory_max",
+             lim.job_memory_max is None or lim.job_memory_max >= MIN_MEMORY,
+             f"must be at least {format_size(MIN_MEMORY)}, not {lim.job_memory_max}"),
+            (f"{key}.job_pids_max", lim.job_pids_max >= 1,
+             f"must be at least 1, not {lim.job_pids_max}"),
+            (f"{key}.log_max_bytes", lim.log_max_bytes is None or lim.log_max_bytes >= 1,
+             f"must be at least 1, not {lim.log_max_bytes}"),
+            (f"{key}.job_disk_max", lim.job_disk_max is None or lim.job_disk_max >= 1,
+             f"must be at least 1, not {lim.job_disk_max}"),
+            (f"{key}.max_time_limit_s", lim.max_time_limit_s is None
+             or _finite_at_least(lim.max_time_limit_s, 0.0) and lim.max_time_limit_s > 0,
+             f"must be above 0, not {lim.max_time_limit_s}"),
         ]
     return next(((k, msg) for k, ok, msg in checks if not ok), None)
 
@@ -294,7 +365,9 @@ def dump(cfg: ServeConfig) -> str:
                                   ray_address=ex.ray_address, network=ex.network),
            "", "[controller]", *_kv(tick_s=ctl.tick_s, grace_s=ctl.grace_s,
                                     max_retries=ctl.max_retries, slow_step_s=ctl.slow_step_s,
-                                    stuck_step_s=ctl.stuck_step_s, drain=ctl.drain),
+                                    stuck_step_s=ctl.stuck_step_s, drain=ctl.drain,
+                                    hang_s=ctl.hang_s, retry_backoff_s=ctl.retry_backoff_s,
+                                    retry_backoff_max_s=ctl.retry_backoff_max_s),
            "", "[policy]", *_kv(name=cfg.policy_name()), "", "[policy.options]"]
     for opt in cfg.policy.options:
         key, _, value = opt.partition("=")
@@ -391,6 +464,31 @@ class _Table:
         value = self.raw(key, (int, float), "a number")
         return float(value) if isinstance(value, int | float) else default
 
+    def size(self, key: str, default: int | None) -> int | None:
+        """Bytes: an integer, a size such as "512M" or "16G", or "none" (no bound)."""
+        value = self.raw(key, (int, str), 'bytes (an integer, "512M", "16G") or "none"')
+        if value is None:
+            return default
+        if isinstance(value, int):
+            return value
+        if value == NONE:
+            return None
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            raise self.doc.error(self._key(key), str(exc)) from None
+
+    def opt_number(self, key: str, default: float | None) -> float | None:
+        """A number, or "none" (no bound)."""
+        value = self.raw(key, (int, float, str), 'a number or "none"')
+        if value is None:
+            return default
+        if isinstance(value, str):
+            if value != NONE:
+                raise self.doc.error(self._key(key), f'must be a number or "none" (got {value!r})')
+            return None
+        return float(value) if isinstance(value, int | float) else default
+
     def flag(self, key: str, default: bool) -> bool:
         value = self.raw(key, (bool,), "true or false")
         return value if isinstance(value, bool) else default
@@ -459,7 +557,12 @@ def _user_limits(t: _Table, base: UserLimits) -> UserLimits:
     return UserLimits(t.integer("max_jobs", base.max_jobs), t.opt_integer("max_gpus", base.max_gpus),
                       t.integer("max_command_bytes", base.max_command_bytes),
                       tuple(Tier(x) for x in _TIER_KEYS if x in tiers) if isinstance(tiers, list)
-                      else base.tiers)
+                      else base.tiers,
+                      job_memory_max=t.size("job_memory_max", base.job_memory_max),
+                      job_pids_max=t.integer("job_pids_max", base.job_pids_max),
+                      log_max_bytes=t.size("log_max_bytes", base.log_max_bytes),
+                      job_disk_max=t.size("job_disk_max", base.job_disk_max),
+                      max_time_limit_s=t.opt_number("max_time_limit_s", base.max_time_limit_s))
 
 
 def _text(doc: _Doc, key: str, value: object) -> str:
@@ -540,8 +643,20 @@ def _kv(**values: object) -> list[str]:
 
 
 def _limits_kv(lim: UserLimits) -> list[str]:
+    bounds = _kv(job_memory_max=_size_value(lim.job_memory_max), job_pids_max=lim.job_pids_max,
+                 log_max_bytes=_size_value(lim.log_max_bytes),
+                 job_disk_max=_size_value(lim.job_disk_max),
+                 max_time_limit_s=NONE if lim.max_time_limit_s is None else lim.max_time_limit_s)
     return _kv(max_jobs=lim.max_jobs, max_gpus=lim.max_gpus,
-               max_command_bytes=lim.max_command_bytes, tiers=[t.value for t in lim.tiers])
+               max_command_bytes=lim.max_command_bytes, tiers=[t.value for t in lim.tiers]) + bounds
+
+
+def _size_value(size: int | None) -> str | int:
+    """A size as the config writes it: "none", "16G" where that is exact, else bytes."""
+    if size is None:
+        return NONE
+    text = format_size(size)
+    return text if not text.isdigit() else size
 
 
 def _key(key: str) -> str:

@@ -9,13 +9,22 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from stint.policies import make
 from stint.runtime.client import Client
+from stint.runtime.controller import Controller, ControllerConfig
+from stint.runtime.executor.base import Executor, ExecutorError
+from stint.runtime.executor.local import LocalExecutor
+from stint.runtime.store import Caller, NewJob, Store
+from stint.runtime.tables import Job
 
 COUNTER = str(Path(__file__).with_name("counter_job.py"))
 STINT = str(Path(sys.executable).with_name("stint"))
@@ -39,6 +48,84 @@ def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "con
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@dataclass
+class Harness:
+    """A controller stepped by hand over a real LocalExecutor (2 nodes x 2 slots, FIFO)."""
+
+    store: Store
+    root: Path
+    ctl: Controller
+    caller: Caller
+
+    def submit(self, cmd: list[str], gpus: int = 1, lo: int | None = None,
+               hi: int | None = None, **bounds: Any) -> int:
+        """A job of ``gpus`` workers; ``bounds``: ``NewJob``'s (``time_limit_s``, ...)."""
+        spec = NewJob("t", cmd, gpus, lo or gpus, hi or gpus, "standard", 1.0, None, **bounds)
+        return self.store.add_job(spec, self.caller, time.time()).id
+
+    def job(self, job_id: int) -> Job:
+        job = self.store.get_job(job_id)
+        assert job is not None
+        return job
+
+    def run_until(self, job_id: int, cond: Callable[[Job], object], what: str,
+                  timeout: float = 30.0) -> Job:
+        wait_for(lambda: cond(self.job(job_id)), timeout, f"job {job_id}: {what}",
+                 tick=lambda: self.ctl.step(time.time()))
+        return self.job(job_id)
+
+    def path(self, job_id: int) -> list[str]:
+        return [t.dst for t in self.store.transitions(job_id)]
+
+    def restart(self) -> Controller:
+        """A new executor and controller on the same state, as after a SIGKILL."""
+        self.ctl = make_controller(self.store, self.root, config=self.ctl.config)
+        return self.ctl
+
+    def configure(self, executor: Executor | None = None, **config: Any) -> Controller:
+        """A new controller with these ``ControllerConfig`` fields changed (and ``executor``
+        instead of the real one, e.g. a ``FlakyExecutor`` around it)."""
+        self.ctl = make_controller(self.store, self.root, executor,
+                                   replace(self.ctl.config, **config))
+        return self.ctl
+
+
+def make_controller(store: Store, root: Path, executor: Executor | None = None,
+                    config: ControllerConfig | None = None, max_retries: int = 3) -> Controller:
+    executor = executor or LocalExecutor(root / "executor", nodes=2, gpus_per_node=2)
+    config = config or ControllerConfig(jobs_dir=root / "jobs", max_retries=max_retries,
+                                        grace_s=10.0)
+    return Controller(store, executor, make("fifo"), config)
+
+
+class FlakyExecutor:
+    """Delegates to a real executor; the first ``fail[name]`` calls of method ``name`` raise
+    ``error(message)``, and a call of a method named in ``gates`` waits for its event first."""
+
+    def __init__(self, inner: LocalExecutor, fail: dict[str, int],
+                 error: Callable[[str], Exception] = ExecutorError) -> None:
+        self.inner, self.fail, self.error = inner, dict(fail), error
+        self.calls: dict[str, int] = {}
+        self.gates: dict[str, threading.Event] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self.inner, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            gate = self.gates.get(name)
+            if gate is not None:
+                gate.wait()
+            if self.fail.get(name, 0) > 0:
+                self.fail[name] -= 1
+                raise self.error(f"injected failure in {name}")
+            return real(*args, **kwargs)
+
+        return call
 
 
 class ServeProc:

@@ -5,68 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from rt_helpers import counter_cmd, wait_for
+from rt_helpers import Harness, counter_cmd, wait_for
 
-from stint.policies import make
-from stint.runtime.controller import Controller, ControllerConfig
-from stint.runtime.executor.local import LocalExecutor
-from stint.runtime.store import Caller, NewJob, Store, load_alloc, record_transition
+from stint.runtime.store import load_alloc, record_transition
 from stint.runtime.tables import Job
-
-
-@dataclass
-class Harness:
-    store: Store
-    root: Path
-    ctl: Controller
-    caller: Caller
-
-    def submit(self, cmd: list[str], gpus: int = 1, lo: int | None = None,
-               hi: int | None = None) -> int:
-        spec = NewJob("t", cmd, gpus, lo or gpus, hi or gpus, "standard", 1.0, None)
-        return self.store.add_job(spec, self.caller, time.time()).id
-
-    def job(self, job_id: int) -> Job:
-        job = self.store.get_job(job_id)
-        assert job is not None
-        return job
-
-    def run_until(self, job_id: int, cond, what: str, timeout: float = 30.0) -> Job:
-        wait_for(lambda: cond(self.job(job_id)), timeout, f"job {job_id}: {what}",
-                 tick=lambda: self.ctl.step(time.time()))
-        return self.job(job_id)
-
-    def path(self, job_id: int) -> list[str]:
-        return [t.dst for t in self.store.transitions(job_id)]
-
-    def restart(self) -> Controller:
-        """A new executor and controller on the same state, as after a SIGKILL."""
-        self.ctl = make_controller(self.store, self.root, self.ctl.config.max_retries)
-        return self.ctl
-
-
-def make_controller(store: Store, root: Path, max_retries: int = 3) -> Controller:
-    executor = LocalExecutor(root / "executor", nodes=2, gpus_per_node=2)
-    config = ControllerConfig(jobs_dir=root / "jobs", max_retries=max_retries, grace_s=10.0)
-    return Controller(store, executor, make("fifo"), config)
-
-
-@pytest.fixture
-def h(store: Store, tmp_path: Path) -> Iterator[Harness]:
-    token = store.create_token("alice", time.time())
-    caller = store.caller_for_token(token)
-    assert caller is not None
-    harness = Harness(store, tmp_path, make_controller(store, tmp_path), caller)
-    yield harness
-    ex = harness.ctl.executor
-    for jid in ex.running():
-        ex.kill(jid)
-    wait_for(lambda: not ex.running(), 10, "workers to exit")
 
 
 def wait_until_started(job_dir: Path, attempt: int) -> None:
@@ -113,7 +57,7 @@ def test_preempt_checkpoints_and_resumes_from_the_checkpoint(h: Harness, tmp_pat
 
 
 def test_worker_failures_are_retried_then_the_job_fails(h: Harness, tmp_path: Path) -> None:
-    h.ctl.config = ControllerConfig(h.ctl.config.jobs_dir, max_retries=2, grace_s=10.0)
+    h.configure(max_retries=2, retry_backoff_s=0.1)
     flaky = h.submit(counter_cmd(3, tmp_path / "flaky", "--fail-first", "1"))
     broken = h.submit(counter_cmd(3, tmp_path / "broken", "--fail-first", "99"))
     h.run_until(flaky, lambda j: j.state == "succeeded", "flaky job to succeed")

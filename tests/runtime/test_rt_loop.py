@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from rt_helpers import counter_cmd, wait_for
+from rt_helpers import FlakyExecutor, counter_cmd, wait_for
 
 from stint.policies import make
 from stint.runtime.controller import Controller, ControllerConfig
@@ -26,34 +26,6 @@ from stint.runtime.serve import ControlLoop, add_health_route
 from stint.runtime.store import NewJob, Store
 
 STEPS = 20
-
-
-class FlakyExecutor:
-    """Delegates to a real executor; the first ``fail[name]`` calls of method ``name`` raise, and
-    a call of a method named in ``gates`` waits for its event first."""
-
-    def __init__(self, inner: LocalExecutor, fail: dict[str, int],
-                 error: type[Exception] = ExecutorError) -> None:
-        self.inner, self.fail, self.error = inner, dict(fail), error
-        self.calls: dict[str, int] = {}
-        self.gates: dict[str, threading.Event] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(self.inner, name)
-        if not callable(real):
-            return real
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            gate = self.gates.get(name)
-            if gate is not None:
-                gate.wait()
-            if self.fail.get(name, 0) > 0:
-                self.fail[name] -= 1
-                raise self.error(f"injected failure in {name}")
-            return real(*args, **kwargs)
-
-        return call
 
 
 @pytest.fixture

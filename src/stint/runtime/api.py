@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
-from stint.config import Limits, UserLimits
+from stint.config import Limits, UserLimits, format_size
 from stint.model.job import Tier
 from stint.runtime.accounts import refusal
 from stint.runtime.reads import cluster_out, history_out, progress_out
@@ -420,8 +420,8 @@ def _progress(settings: ApiSettings, job: Job) -> ProgressOut | None:
 
 def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits, key: str) -> None:
     """The per-user limits (config key ``key``): 403 for a tier the user may not submit to,
-    429 past the number of unfinished jobs, 422 naming the field past the GPUs or the command
-    size."""
+    429 past the number of unfinished jobs, 422 naming the field past the GPUs, the command
+    size or a bound of the job (memory, processes, time limit)."""
     if Tier(spec.tier) not in limits.tiers:
         allowed = ", ".join(t.value for t in limits.tiers)
         raise HTTPException(403, f"tier {spec.tier} is not allowed for you: your limit "
@@ -437,6 +437,22 @@ def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits, key:
     if size > limits.max_command_bytes:
         raise unprocessable("command", f"command takes {size} bytes; the most a job may have "
                             f"here is {limits.max_command_bytes}")
+    _check_bounds(spec, limits, key)
+
+
+def _check_bounds(spec: NewJob, limits: UserLimits, key: str) -> None:
+    """A bound the job asks for within the user's maximum (a 422 naming the field, the
+    maximum and the config key that sets it)."""
+    asked: list[tuple[str, float | None, float | None, str, Callable[[float], str]]] = [
+        ("memory_max", spec.memory_max, limits.job_memory_max, "job_memory_max",
+         lambda v: format_size(int(v))),
+        ("pids_max", spec.pids_max, limits.job_pids_max, "job_pids_max", lambda v: f"{v:g}"),
+        ("time_limit_s", spec.time_limit_s, limits.max_time_limit_s, "max_time_limit_s",
+         lambda v: f"{v:g} s")]
+    for name, value, most, limit_key, shown in asked:
+        if value is not None and most is not None and value > most:
+            raise unprocessable(name, f"{name} ({shown(value)}) is more than the most a job of "
+                                f"yours may have: {shown(most)} ({key}.{limit_key})")
 
 
 def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None) -> NewJob:
@@ -462,7 +478,9 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
                   deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
                   logical_ranks=body.logical_ranks, os_user=os_user, cwd=body.cwd,
-                  env=dict(body.env))
+                  env=dict(body.env), memory_max=body.memory_max, pids_max=body.pids_max,
+                  time_limit_s=body.time_limit_s, hang_s=body.hang_s,
+                  max_retries=body.max_retries)
 
 
 def _nodes(store: Store, who: Caller) -> list[NodeOut]:

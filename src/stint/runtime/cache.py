@@ -54,7 +54,7 @@ class JobCache:
         self._max_override = 0
         self._synced_at = float("-inf")
         self._stale: set[int] = set()
-        self._plain: set[int] = set()  # queued or preempted, no request, pin or target
+        self._plain: set[int] = set()  # queued or preempted, no request, pin, target or backoff
         self._trusted = False  # the cached rows match the store (a resync may diff against them)
         self._noted: set[int] = set()  # stale rows whose change no policy sees (``noted``)
 
@@ -181,6 +181,8 @@ class JobCache:
 def _plain(job: Job) -> bool:
     d = job.__dict__  # loaded column values, without the ORM descriptors' cost (see view.py)
     if d["state"] not in ("queued", "preempted") or d["target"] or d["to_cluster"]:
+        return False
+    if d.get("retry_at") is not None:  # waits out a retry's backoff: the controller's to offer
         return False
     return not (d["cancel_requested"] or d["preempt_requested"] or d["pin_workers"] is not None
                 or d["pin_node"] is not None)

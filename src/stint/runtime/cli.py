@@ -249,10 +249,23 @@ def submit(
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE for the job's environment "
                                                   "(repeatable); nothing else of this shell's "
                                                   "environment reaches the job.")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory of each worker: bytes, or 512M, "
+                                               "16G (default: the server's).")] = None,
+    pids: Annotated[int | None, typer.Option(help="Processes and threads of each worker "
+                                             "(default: the server's).")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="Seconds the job may run, over all "
+                                                     "its attempts; then it checkpoints, stops "
+                                                     "and fails.")] = None,
+    hang_s: Annotated[float | None, typer.Option(help="Restart the job when its step stalls "
+                                                 "this many seconds (0: never; default: the "
+                                                 "server's).")] = None,
+    max_retries: Annotated[int | None, typer.Option(help="Worker failures the job survives "
+                                                    "(default: the server's).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
     pairs = _env_pairs(env or [])
+    memory_max = _size_flag("--memory", memory)
     try:
         cwd: str | None = str((chdir or Path(os.getcwd())).absolute())
     except FileNotFoundError:  # this directory was deleted: the job starts in its home
@@ -260,7 +273,8 @@ def submit(
     job = _call((server, data_dir, token), lambda c: c.submit(
         command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
         priority=priority, deadline_s=deadline, est_s=est_s, total_steps=steps,
-        logical_ranks=logical_ranks, cwd=cwd, env=pairs or None))
+        logical_ranks=logical_ranks, cwd=cwd, env=pairs or None, memory_max=memory_max,
+        pids_max=pids, time_limit_s=time_limit, hang_s=hang_s, max_retries=max_retries))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
 
 
@@ -375,8 +389,11 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "attempt", "allocation", "failures", "preemptions", "exit_code", "attained_gpu_s",
                 "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
                 "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
-                "copy_bytes", "copy_s"):
+                "copy_bytes", "copy_s", "retry_at", "run_s"):
         typer.echo(f"{key:>15}: {_shown(key, row[key], now)}")
+    for key in ("memory_max", "pids_max", "time_limit_s", "hang_s", "max_retries"):
+        value = row[key]
+        typer.echo(f"{key:>15}: {'default' if value is None else _shown(key, value, now)}")
 
     ckpt = (row.get("progress") or {}).get("checkpoint_step")
     typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
@@ -395,8 +412,14 @@ def _shown(key: str, value: Any, now: float) -> str:
     if key.endswith("_at"):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
         return f"{when} ({'in ' + _span(value - now) if value > now else _span(now - value) + ' ago'})"
-    if key in ("attained_gpu_s", "copy_s"):
+    if key in ("attained_gpu_s", "copy_s", "run_s"):
         return f"{value:.1f}"
+    if key == "memory_max":
+        from stint.config import format_size
+
+        return format_size(value)
+    if key in ("time_limit_s", "hang_s"):
+        return f"{value:g} s" + (" (off)" if key == "hang_s" and not value else "")
     if key == "attainment":
         return f"{value:.3f}"
     if key == "command":
@@ -642,6 +665,19 @@ def whoami(server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOp
 
 
 # -- helpers -------------------------------------------------------------------------------
+def _size_flag(flag: str, text: str | None) -> int | None:
+    """Bytes from a size flag (``--memory 16G``); a bad one is a one-line error naming it."""
+    from stint.config import parse_size
+
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        typer.echo(f"error: {flag}: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _env_pairs(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:

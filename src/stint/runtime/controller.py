@@ -15,6 +15,24 @@ Each ``step(now)``:
   6. enacts the intents through the executor (launch, request_stop, kill).
 A crash between 5 and 6 is healed by ``recover``: every intent is idempotent per (job, attempt).
 Time is an argument: the caller (``serve``) owns the clock.
+
+Each job's bounds (``Job.memory_max`` ... ``max_retries``; None: the operator's defaults,
+``ControllerConfig.limits`` and its own fields) are the controller's to keep, besides the policy:
+  - memory and processes per worker, the log's and the directory's bytes: handed to the
+    executor with every launch (``WorkerLaunch``), which enforces them;
+  - the time limit: the seconds a job holds GPUs, summed over its attempts (queued and preempted
+    time does not count). Past it the job is asked to checkpoint and stop (the ordinary stop,
+    ``grace_s``), then it fails with ``time limit (N s)``;
+  - hangs: a running job whose SDK step has not changed for its ``hang_s`` (a job that touches
+    ``STINT_HEARTBEAT_FILE``: whose heartbeat has not) is killed and retried from its last
+    checkpoint, a failure like any other. An attempt is judged from its own first report (after
+    a restart of the controller: from when it re-adopted it); a job that reports neither a step
+    nor a heartbeat is never judged;
+  - retries: a failed attempt waits ``retry_backoff_s * 2**(failures - 1)`` seconds (at most
+    ``retry_backoff_max_s``) before the policy sees the job again (``Job.retry_at``); the policy
+    is not offered it before. A launch the OS refused for want of processes, memory or
+    descriptors (``LaunchError.transient``) waits the same way without counting as a failure, up
+    to ``MAX_TRANSIENT_REFUSALS`` in a row.
 """
 
 from __future__ import annotations
@@ -26,11 +44,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
+from stint.config import Limits, UserLimits
 from stint.model.allocation import Allocation, Plan
 from stint.perf.scaling import ScalingModel
 from stint.placement.ledger import Ledger, Refusal
@@ -56,12 +75,17 @@ from stint.runtime.view import cluster_of, held_slots, logical_allocation, logic
 log = logging.getLogger(__name__)
 S = JobState
 EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
+MAX_TRANSIENT_REFUSALS = 20  # launches refused for now (EAGAIN, ENOMEM, ...) in a row, then fail
+HANG_CHECK_S = 1.0  # the shortest time between reads of the running jobs' progress for hangs
 
 
 # A stop in progress keeps its purpose unless a stronger one comes (``Controller._stop``).
 # "operator" is a preemption an operator asked for (``stint preempt``): the plan did not count on
 # it, so its end is news to the policy (``_expected``), which decides when the job resumes.
-_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "operator": 2, "reject": 3, "cancel": 4}
+# "time" (the time limit) and "hung" end the attempt whatever the plan wanted next.
+_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "operator": 2, "reject": 3,
+                  "time": 3, "hung": 3, "cancel": 4}
+_KILLS = frozenset({"cancel", "hung"})  # stops that kill at once (a hung job cannot checkpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +140,11 @@ class ControllerConfig:
     forecast_max_jobs: int = 1000
     slow_step_s: float = 1.0  # a step slower than this is logged as a warning
     multi_user: bool = False  # jobs run as their owners' accounts: each launch checks the account
+    hang_s: float = 600.0  # a job's hang timeout unless it gives its own (0: off)
+    retry_backoff_s: float = 10.0  # wait before a failed attempt's first retry; doubles each time
+    retry_backoff_max_s: float = 600.0
+    # Per user: the bounds of a job that asks none, and the most it may ask (``[limits]``)
+    limits: Limits = field(default_factory=Limits)
 
 
 class Controller:
@@ -147,6 +176,12 @@ class Controller:
         self._forecast_at = float("-inf")  # when the last forecast was made
         self._forecast_stale = True  # the policy was asked since: the state may have moved
         self._down: frozenset[int] = frozenset()  # nodes down at the last step
+        self._wake_at = float("-inf")  # a retry, time limit or hang check falls due then
+        self._hang_check_at = float("-inf")
+        self._seen: dict[int, _Seen] = {}  # running jobs' last progress (hangs are judged by it)
+        # (job, attempt) launched and not yet checked for hangs -> the report it left before
+        self._launched: dict[tuple[int, int], tuple[object, object]] = {}
+        self._launch_failed = False  # a launch failed since the policy's last call: news to it
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -181,7 +216,7 @@ class Controller:
             marker = self.cache.marker(r)
             down = self._nodes_down()
             quiet = (not exits and not self._dirty and marker == self._last_marker
-                     and down == self._down)
+                     and down == self._down and now < self._wake_at)
             if quiet and not self._tick_due(now):
                 report.skipped = True
                 self._forecast_safely(now)  # one that was not due at the last change may be now
@@ -194,7 +229,7 @@ class Controller:
         ask = (marker != self._last_marker or self._last_plan_at == float("-inf")
                or down != self._down
                or any(not _expected(jobs.get(int(e.job_id)) if e.job_id.isdigit() else None, e)
-                      for e in exits) or self._tick_due(now))
+                      for e in exits) or self._tick_due(now) or self._launch_failed)
         rec = _Recorder()
         effects: list[Effect] = []
         try:
@@ -202,6 +237,7 @@ class Controller:
                 self._apply_exit(rec, jobs, e, now)
             special = self.cache.special()  # the policy alone looks at plain queued jobs
             self._apply_requests(rec, special, now, effects)
+            ask = self._apply_bounds(rec, special, now, effects) or ask
             free = self._free(special)
             for node in down:  # nothing launches on a node that is down
                 free[node] = 0
@@ -221,8 +257,9 @@ class Controller:
             self.store.set_node_states(self.member, [self.cluster.nodes[i].name for i in down])
         self._last_marker, self._down = marker, down
         if ask:
-            self._last_plan_at = now
+            self._last_plan_at, self._launch_failed = now, False
         self._dirty = bool(rec.items or effects)
+        self._wake_at = self._next_wake(special, now)
         self._enact(effects, now, report)
         self._forecast_safely(now)
         return report
@@ -300,7 +337,7 @@ class Controller:
                     # launch cut short by the crash never started (then the job is running).
                     effects.append(self._launch_effect(job, held_slots(job)))
                 elif job.state == S.CHECKPOINTING:
-                    effects.append(Stop(job.id, kill=job.stop_purpose == "cancel"))
+                    effects.append(Stop(job.id, kill=job.stop_purpose in _KILLS))
                 return
             ended = self.executor.exit_of(jid, job.attempt)
             if ended is not None:
@@ -333,6 +370,13 @@ class Controller:
         elif job.stop_purpose == "reject":
             record_transition(s, job, S.REJECTED, now, job.reason, finished_at=now, target=None,
                               **common)
+        elif job.stop_purpose == "time" or self._time_spent(job):
+            how = {Outcome.CHECKPOINTED: "checkpointed", Outcome.STOPPED: "stopped"}.get(
+                e.outcome, f"exit codes {codes}")
+            record_transition(s, job, S.FAILED, now, f"time limit ({self._time_limit(job):g} "
+                              f"s): {how} ({e.reason})", finished_at=now, target=None, **common)
+        elif job.stop_purpose == "hung":
+            self._worker_failed(s, job, job.reason, now, common)
         elif e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED):
             why = "preempt" if job.stop_purpose == "operator" else job.stop_purpose or "stopped"
             how = "checkpointed" if e.outcome is Outcome.CHECKPOINTED else "stopped without a checkpoint"
@@ -345,20 +389,49 @@ class Controller:
 
     def _worker_failed(self, s: Writes, job: Job, why: str, now: float, common: dict[str, Any],
                        permanent: bool = False) -> None:
-        """Retry from the last checkpoint, or fail: after ``max_retries``, and at once when the
-        command can never run (a refused launch, or exit code 127: the command was not found or
-        could not be executed; it never ran, so there is nothing to resume)."""
-        failures = job.failures + 1
+        """Retry from the last checkpoint after a backoff, or fail: after the job's
+        ``max_retries``, and at once when the command can never run (a refused launch, or exit
+        code 127: the command was not found or could not be executed; it never ran, so there is
+        nothing to resume)."""
+        failures, most = job.failures + 1, self._max_retries(job)
         if permanent:
             record_transition(s, job, S.FAILED, now, f"{why}; cannot run, not retried",
                               failures=failures, finished_at=now, target=None, **common)
-        elif failures > self.config.max_retries:
+        elif failures > most:
             record_transition(s, job, S.FAILED, now, f"{why}; gave up after {failures - 1} "
                               "retries", failures=failures, finished_at=now, target=None, **common)
         else:
-            record_transition(s, job, S.PREEMPTED, now, f"{why}; retry {failures} of "
-                              f"{self.config.max_retries} from the last checkpoint",
-                              failures=failures, target=None, stop_purpose="retry", **common)
+            wait, when = self._backoff(failures, now)
+            record_transition(s, job, S.PREEMPTED, now, f"{why}; retry {failures} of {most} "
+                              f"from the last checkpoint{when}", failures=failures, target=None,
+                              stop_purpose="retry", retry_at=now + wait if wait > 0 else None,
+                              **common)
+
+    def _refused_for_now(self, s: Writes, job: Job, why: str, now: float) -> None:
+        """A launch the host refused for want of resources (it may succeed later): retried after
+        the same backoff as a failure, not counted as one; after ``MAX_TRANSIENT_REFUSALS`` in a
+        row the job fails."""
+        refusals = job.refusals + 1
+        if refusals > MAX_TRANSIENT_REFUSALS:
+            record_transition(s, job, S.FAILED, now, f"{why}; the host refused {refusals} "
+                              "launches in a row for want of resources, gave up",
+                              refusals=refusals, finished_at=now, target=None)
+            return
+        wait, when = self._backoff(refusals, now)
+        record_transition(s, job, S.PREEMPTED, now, f"{why}; the host is short of resources: "
+                          f"retry{when} (refusal {refusals} of at most {MAX_TRANSIENT_REFUSALS} "
+                          "in a row; not counted against max_retries)", refusals=refusals,
+                          target=None, stop_purpose="retry",
+                          retry_at=now + wait if wait > 0 else None)
+
+    def _backoff(self, count: int, now: float) -> tuple[float, str]:
+        """The wait before retry ``count`` (``retry_backoff_s`` doubled per earlier one, capped
+        at ``retry_backoff_max_s``) and its words for the reason (" in 20 s, at 12:00:20 UTC")."""
+        c = self.config
+        wait = min(c.retry_backoff_s * 2.0 ** min(count - 1, 64), c.retry_backoff_max_s)
+        if wait <= 0:
+            return 0.0, ""
+        return wait, f" in {wait:g} s, at {time.strftime('%H:%M:%S', time.gmtime(now + wait))} UTC"
 
     def _release(self, job: Job, now: float) -> None:
         """The job stops holding GPUs: settle its attained service and work (the simulator's
@@ -366,6 +439,7 @@ class Controller:
         if job.holding_since is not None:
             held = load_alloc(job.allocation)
             dt = max(0.0, now - job.holding_since)
+            job.run_s = (job.run_s or 0.0) + dt
             job.attained_gpu_s += held.num_workers * dt
             spec = self.cache.spec(job)
             job.work_done = min(spec.work, job.work_done + self.perf.rate(spec, held) * dt)
@@ -417,7 +491,118 @@ class Controller:
                 setattr(job, k, v)
         else:
             record_transition(s, job, S.CHECKPOINTING, now, reason, **cols)
-        effects.append(Stop(job.id, kill=purpose == "cancel"))
+        effects.append(Stop(job.id, kill=purpose in _KILLS))
+
+    # -- 2c. the jobs' bounds: retries due, time limits, hangs -------------------------------
+    def _apply_bounds(self, s: Writes, jobs: list[Job], now: float,
+                      effects: list[Effect]) -> bool:
+        """Offer the policy again the failed jobs whose backoff is over; stop the running jobs
+        past their time limit (checkpoint, then fail) and kill the hung ones (then retry).
+        True if the policy's view changed."""
+        check_hangs = now >= self._hang_check_at
+        if check_hangs:  # every eighth of the shortest hang timeout, at most once a second
+            hangs = [h for j in jobs if j.state == S.RUNNING and (h := self._hang_s(j)) > 0]
+            self._hang_check_at = now + max(HANG_CHECK_S, min(hangs, default=0.0) / 8)
+            running = {j.id for j in jobs if j.state == S.RUNNING}
+            self._seen = {i: v for i, v in self._seen.items() if i in running}
+            active = {j.id for j in jobs}
+            self._launched = {k: v for k, v in self._launched.items() if k[0] in active}
+        changed = False
+        for job in jobs:
+            if job.state == S.PREEMPTED and job.retry_at is not None and job.retry_at <= now:
+                job.retry_at = None
+                changed = True
+            if job.state != S.RUNNING or job.stop_purpose:
+                continue
+            limit = self._time_limit(job)
+            if limit is not None and self._held_s(job, now) >= limit:
+                self._stop(s, job, "time", now, effects, reason=f"time limit ({limit:g} s)")
+                changed = True
+                continue
+            hung = self._hung(job, now) if check_hangs else None
+            if hung is not None:
+                self._stop(s, job, "hung", now, effects, reason=hung)
+                changed = True
+        return changed
+
+    def _hung(self, job: Job, now: float) -> str | None:
+        """Why ``job`` counts as hung, or None: its heartbeat (if it ever touched one), else its
+        SDK step, has not changed for its ``hang_s``. An attempt is judged from its own first
+        report on (its start -- importing a framework, loading a checkpoint -- takes what it
+        takes; a report an earlier attempt left is not its own); one re-adopted after a restart,
+        from when it was re-adopted (any report counts). A job that reports neither a step nor a
+        heartbeat is never judged, nor one whose SDK says its steps are done (it is exiting)."""
+        hang = self._hang_s(job)
+        if not hang:
+            return None
+        report, mark = self._progress(job)
+        seen = self._seen.get(job.id)
+        if seen is None or seen.attempt != job.attempt:  # the attempt's first check
+            before = self._launched.pop((job.id, job.attempt), (None, None))
+            self._seen[job.id] = _Seen(job.attempt, mark, now, mark != before)
+            return None
+        if seen.mark != mark:
+            self._seen[job.id] = _Seen(job.attempt, mark, now, True)
+            return None
+        quiet = now - seen.since
+        if not seen.reported or quiet < hang or report.get("state") == "finished":
+            return None  # (finished: its steps are done, it is on its way out)
+        if mark[0] is not None:
+            return f"hung: no heartbeat for {quiet:.0f} s"
+        return f"hung: no step for {quiet:.0f} s (still at step {mark[1]})"
+
+    def _progress(self, job: Job) -> tuple[Mapping[str, Any], tuple[object, object]]:
+        """The job's last report (``Executor.status``) and its mark: (heartbeat, step)."""
+        got = self.executor.status(str(job.id))
+        report: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+        return report, (report.get("heartbeat_at"), report.get("step"))
+
+    def _next_wake(self, jobs: list[Job], now: float) -> float:
+        """When a step must run even if nothing else happens: a retry's backoff ends, a time
+        limit is reached, or (while a job may hang) the next hang check."""
+        times = [float("inf")]
+        for job in jobs:
+            if job.state == S.PREEMPTED and job.retry_at is not None:
+                times.append(job.retry_at)
+            elif job.state == S.RUNNING and not job.stop_purpose:
+                limit = self._time_limit(job)
+                if limit is not None:
+                    times.append(now + limit - self._held_s(job, now))
+                if self._hang_s(job):
+                    times.append(self._hang_check_at)
+        return min(times)
+
+    def _bounds(self, job: Job) -> _Bounds:
+        """What bounds ``job``'s workers: what it asked, else its user's default, never past
+        its user's maximum (a maximum lowered since its submission applies)."""
+        lim = self._user_limits(job)
+        return _Bounds(memory_max=_least(job.memory_max, lim.job_memory_max),
+                       pids_max=_least(job.pids_max, lim.job_pids_max),
+                       log_max_bytes=lim.log_max_bytes, job_disk_max=lim.job_disk_max)
+
+    def _user_limits(self, job: Job) -> UserLimits:
+        if job.user_id not in self.cache.users:  # (before the first refresh: after a restart)
+            self.cache.users = self.store.user_names()
+        return self.config.limits.of(self.cache.users.get(job.user_id, ""))
+
+    def _time_limit(self, job: Job) -> float | None:
+        """Seconds ``job`` may hold GPUs over all its attempts (None: no limit)."""
+        return _least(job.time_limit_s, self._user_limits(job).max_time_limit_s)
+
+    def _held_s(self, job: Job, now: float) -> float:
+        """Seconds ``job`` has held GPUs: its ended attempts and the current one."""
+        held = job.run_s or 0.0
+        return held + (max(0.0, now - job.holding_since) if job.holding_since is not None else 0.0)
+
+    def _time_spent(self, job: Job) -> bool:
+        limit = self._time_limit(job)
+        return limit is not None and (job.run_s or 0.0) >= limit
+
+    def _hang_s(self, job: Job) -> float:
+        return self.config.hang_s if job.hang_s is None else job.hang_s
+
+    def _max_retries(self, job: Job) -> int:
+        return self.config.max_retries if job.max_retries is None else job.max_retries
 
     # -- 2b. operator pins -----------------------------------------------------------------
     def _apply_pins(self, s: Writes, jobs: list[Job], free: list[int], now: float,
@@ -623,6 +808,8 @@ class Controller:
         held.append(slots)
         take(free, alloc)
         job.attempt += 1
+        if self._hang_s(job):  # what an earlier attempt left is not this one's report
+            self._launched[(job.id, job.attempt)] = self._progress(job)[1]
         record_transition(
             s, job, S.STARTING, now, f"attempt {job.attempt} on {_where(self, alloc)}",
             allocation=dump_alloc(alloc), slots=json.dumps(slots), holding_since=now,
@@ -638,6 +825,7 @@ class Controller:
         by_node: dict[int, list[int]] = {}
         for node, slot in pairs:
             by_node.setdefault(node, []).append(slot)
+        bounds = self._bounds(job)
         workers = []
         rank = 0
         for node in sorted(by_node):
@@ -649,6 +837,8 @@ class Controller:
                     slots=(slot,), command=command, ckpt_dir=str(job_dir / "ckpt"),
                     log_path=str(job_dir / "log.txt"), os_user=job.os_user, cwd=job.cwd,
                     env=json.loads(job.env or "{}"), job_dir=str(job_dir),
+                    memory_max=bounds.memory_max, pids_max=bounds.pids_max,
+                    log_max_bytes=bounds.log_max_bytes, disk_max_bytes=bounds.job_disk_max,
                 ))
                 rank += 1
         return Launch(job.id, job.attempt, tuple(workers))
@@ -673,27 +863,32 @@ class Controller:
     def _enact_launch(self, eff: Launch, now: float) -> None:
         """Launch one attempt; a refusal by the executor fails that job alone (at once if it can
         never succeed, else as a worker failure), never the step."""
-        error, permanent = None, False
+        error, permanent, transient = None, False, False
         try:
             if self.config.multi_user and (why := launch_refusal(self.store, eff.job_id)):
                 raise LaunchError(why)  # (never root for a non-admin, never "no account")
             (self.config.jobs_dir / str(eff.job_id)).mkdir(parents=True, exist_ok=True)
             self.executor.launch(eff.workers)
         except LaunchError as exc:
-            error, permanent = str(exc), True
+            error, permanent, transient = str(exc), not exc.transient, exc.transient
         except ExecutorError as exc:  # anything else escapes the step: ``recover`` redoes it
             error = str(exc)
         if error is not None:
             log.warning("job %s attempt %s: launch refused: %s", eff.job_id, eff.attempt, error)
+            self._launch_failed = True  # like an attempt that ended by itself: the policy is asked
         with self.store.session() as s:
             job = s.get(Job, eff.job_id)
             if job is None or job.attempt != eff.attempt or job.state != S.STARTING:
                 return
             if error is None:
-                record_transition(s, job, S.RUNNING, now, f"attempt {eff.attempt} launched")
+                record_transition(s, job, S.RUNNING, now, f"attempt {eff.attempt} launched",
+                                  refusals=0)
                 log.info("enacted: job %s attempt %s launched: %d worker(s) on %s", eff.job_id,
                          eff.attempt, len(eff.workers),
                          ", ".join(sorted({w.node for w in eff.workers})))
+            elif transient:
+                self._release(job, now)
+                self._refused_for_now(s, job, f"launch refused: {error}", now)
             else:
                 self._release(job, now)
                 self._worker_failed(s, job, f"launch refused: {error}", now, {}, permanent)
@@ -711,6 +906,38 @@ class Controller:
             if job.state in HOLDING:
                 take(free, load_alloc(job.allocation))
         return free
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A running attempt's last progress report (heartbeat time, SDK step), since when the
+    controller has seen it unchanged, and whether the attempt reported it itself (not a report
+    left by an earlier attempt)."""
+
+    attempt: int
+    mark: tuple[object, object]
+    since: float
+    reported: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """What the executor enforces on one job's workers (None: no bound)."""
+
+    memory_max: int | None
+    pids_max: int | None
+    log_max_bytes: int | None
+    job_disk_max: int | None
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _least(asked: _N | None, most: _N | None) -> _N | None:
+    """The smaller of a job's own bound and its user's (either None: the other)."""
+    if asked is None:
+        return most
+    return asked if most is None else min(asked, most)
 
 
 def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
@@ -739,22 +966,26 @@ class _Lookup(Mapping[str, Any]):
 
 
 def _policy_sees(job: Job) -> bool:
-    """Jobs the policy sees: every active job but those being cancelled or stopped for good.
+    """Jobs the policy sees: every active job but those being cancelled or stopped for good,
+    and failed ones waiting for their retry.
     (A job checkpointing for a resize or migration is seen on its target; a pinned one is seen,
     and the plan may not move it.)"""
-    if job.state in TERMINAL or job.cancel_requested or job.to_cluster:
-        return False
-    return not (job.state == S.CHECKPOINTING and job.stop_purpose in ("cancel", "reject"))
+    if job.state in TERMINAL or job.cancel_requested or job.to_cluster or job.retry_at is not None:
+        return False  # (a failed job waiting out its backoff comes back when the wait is over)
+    return not (job.state == S.CHECKPOINTING and job.stop_purpose in _ENDING)
 
 
 _NOTES = NOTE_COLUMNS
+_ENDING = frozenset({"cancel", "reject", "time", "hung"})  # stops whose job the policy drops
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:
     """An exit the controller caused: a checkpoint (or kill) its plan asked for (not one an
-    operator asked for: the policy has not planned what follows it)."""
+    operator asked for, nor one of a bound -- a time limit, a hang: the policy has not planned
+    what follows it)."""
     return (job is not None and job.attempt == e.attempt and job.state == S.CHECKPOINTING
-            and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED) and job.stop_purpose != "operator")
+            and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED)
+            and job.stop_purpose not in ("operator", "time", "hung"))
 
 
 def _pinned(job: Job) -> bool:

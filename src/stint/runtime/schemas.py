@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from stint.config import MAX_COMMAND_BYTES
+from stint.config import MAX_COMMAND_BYTES, MAX_SIZE, MIN_MEMORY
 from stint.model.job import Tier
 from stint.model.sla import attainment
 from stint.runtime.states import TERMINAL
@@ -66,6 +66,15 @@ class JobIn(BaseModel):
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
                                                                      max_length=256)
+    # Bounds (None: the operator's defaults; past the operator's maximum: a 422 naming the
+    # field): a worker's memory in bytes and its processes and threads, seconds the job may
+    # hold GPUs over all its attempts, seconds its step may stall before it is restarted as
+    # hung (0: never), and the worker failures it survives.
+    memory_max: int | None = Field(default=None, ge=MIN_MEMORY, le=MAX_SIZE)
+    pids_max: int | None = Field(default=None, ge=1, le=4_194_304)
+    time_limit_s: float | None = Field(default=None, gt=0.0, le=1e9, allow_inf_nan=False)
+    hang_s: float | None = Field(default=None, ge=0.0, le=1e9, allow_inf_nan=False)
+    max_retries: int | None = Field(default=None, ge=0, le=1000)
 
     @field_validator("command")
     @classmethod
@@ -225,6 +234,15 @@ class JobOut(BaseModel):
     to_cluster: str | None = None
     copy_bytes: int | None = None
     copy_s: float | None = None
+    # The bounds it asked for (None: the operator's defaults), the seconds it has held GPUs
+    # over its ended attempts (its time limit's clock), and when a failed job is retried
+    memory_max: int | None = None
+    pids_max: int | None = None
+    time_limit_s: float | None = None
+    hang_s: float | None = None
+    max_retries: int | None = None
+    run_s: float = 0.0
+    retry_at: float | None = None
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str], now: float | None = None,
@@ -253,7 +271,9 @@ class JobOut(BaseModel):
             attainment=live_attainment(job, time.time() if now is None else now),
             progress=progress,
             cluster=job.cluster, to_cluster=job.to_cluster, copy_bytes=job.copy_bytes,
-            copy_s=job.copy_s,
+            copy_s=job.copy_s, memory_max=job.memory_max, pids_max=job.pids_max,
+            time_limit_s=job.time_limit_s, hang_s=job.hang_s, max_retries=job.max_retries,
+            run_s=job.run_s or 0.0, retry_at=job.retry_at,
         )
 
 

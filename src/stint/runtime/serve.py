@@ -120,16 +120,25 @@ class Plane:
     close: Callable[[], None] = lambda: None
 
 
+def controller_config(cfg: ServeConfig, jobs_dir: Path,
+                      forecast: Callable[[], Policy]) -> ControllerConfig:
+    """A cluster's controller settings from the config (``[controller]``, ``[limits]``)."""
+    ctl = cfg.controller
+    return ControllerConfig(jobs_dir=jobs_dir, max_retries=ctl.max_retries, grace_s=ctl.grace_s,
+                            forecast_policy=forecast, slow_step_s=ctl.slow_step_s,
+                            hang_s=ctl.hang_s, retry_backoff_s=ctl.retry_backoff_s,
+                            retry_backoff_max_s=ctl.retry_backoff_max_s, limits=cfg.limits,
+                            multi_user=os.geteuid() == 0)
+
+
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
     ex = cfg.executor
     executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node,
                              ex.ray_address, network=job_network(cfg))
-    ctl, name, options = cfg.controller, cfg.policy_name(), cfg.policy_options()
-    controller = Controller(store, executor, policy, ControllerConfig(
-        jobs_dir=cfg.store.jobs_root(), max_retries=ctl.max_retries, grace_s=ctl.grace_s,
-        forecast_policy=lambda: make_with_options(name, options),
-        slow_step_s=ctl.slow_step_s, multi_user=os.geteuid() == 0), metrics)
+    name, options = cfg.policy_name(), cfg.policy_options()
+    controller = Controller(store, executor, policy, controller_config(
+        cfg, cfg.store.jobs_root(), lambda: make_with_options(name, options)), metrics)
     store.keep_clusters([""])
     return Plane(controller, [executor])
 
@@ -182,15 +191,10 @@ def fleet_plane(cfg: ServeConfig, data_dir: Path, store: Store, metrics: Metrics
             server, copy = start_storage(storage, secret)
             servers.append(server)
         executor = make_executor(c.executor, data_dir / "executor" / c.name, c.nodes, c.gpus_per_node,
-                                 secret=secret, name=c.name,
-                                 network=job_network(cfg))
-        ctl = cfg.controller
+                                 secret=secret, name=c.name, network=job_network(cfg))
         controller = Controller(store, executor,
                                 make_with_options(name, options),
-                                ControllerConfig(jobs_dir=storage, max_retries=ctl.max_retries,
-                                                 grace_s=ctl.grace_s, slow_step_s=ctl.slow_step_s,
-                                                 forecast_policy=forecaster,
-                                                 multi_user=os.geteuid() == 0),
+                                controller_config(cfg, storage, forecaster),
                                 metrics, member=c.name, region=c.region)
         members[c.name] = Member(controller, storage, copy)
     store.keep_clusters(list(members))

@@ -171,6 +171,12 @@ class NewJob:
     os_user: str | None = None  # the OS account it runs as (None: the control plane's)
     cwd: str | None = None  # its working directory (None: the account's home)
     env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
+    # Bounds it asks for (None: the operator's defaults; ``Job`` says what each is)
+    memory_max: int | None = None
+    pids_max: int | None = None
+    time_limit_s: float | None = None
+    hang_s: float | None = None
+    max_retries: int | None = None
 
 
 class Store:
@@ -435,7 +441,9 @@ class Store:
             "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
             "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
             "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
-            "cwd": spec.cwd, "env": json.dumps(spec.env),
+            "cwd": spec.cwd, "env": json.dumps(spec.env), "memory_max": spec.memory_max,
+            "pids_max": spec.pids_max, "time_limit_s": spec.time_limit_s, "hang_s": spec.hang_s,
+            "max_retries": spec.max_retries, "run_s": 0.0, "refusals": 0,
         }
         with self.engine.begin() as conn:
             job_id = conn.execute(_INSERT_JOB, values).scalar_one()

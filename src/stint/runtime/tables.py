@@ -3,7 +3,7 @@ a change here needs a new migration (``tests/runtime/test_store.py`` checks that
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -119,6 +119,22 @@ class Job(Base):
     to_cluster: Mapped[str | None] = mapped_column(String(64), nullable=True)
     copy_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     copy_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    # What the submitter asked of the job's bounds (None: the operator's default, ``[limits]``
+    # and ``[controller]``): a worker's memory (bytes) and processes, the time it may hold GPUs
+    # over all its attempts, how long its step may stall before it counts as hung (0: never),
+    # and the failures it survives.
+    memory_max: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    pids_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    time_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    hang_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_retries: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Written by the controller: seconds it held GPUs over its ended attempts (its time limit's
+    # clock), when a failed job may be retried (None: it may run; the policy does not see it
+    # before), and its launches the OS refused in a row for want of processes or memory.
+    run_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    refusals: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Transition(Base):
