@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -272,6 +273,10 @@ class Job:
                 self._exchange.take(lr)
         if after0:
             _copy_into(self._buffers, after0)
+        # Draws after the loop (before the optimizer step, user code) come from the job's outside
+        # stream again, not from the last hosted rank's: the same for every P and placement.
+        rng.seed_after_loop(self.seed, self.step)
+        swap.reseeded()
         if self._exchange is not None:
             self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
             self._add_carry(carry)
@@ -368,7 +373,9 @@ class Job:
 
     def _finish(self) -> None:
         if self.final_checkpoint:
-            self._checkpoint()
+            self._checkpoint_agreed()
+        elif self.check_every is not None:
+            self.check_replicas()
         self._write_status("finished", force=True)
         self._close()
 
@@ -388,34 +395,74 @@ class Job:
             flags = agree(self._local_flags(self.step), self.env.world_size, self._device)
         self._agreed = None
         checkpoint = bool(flags & STOP) or (bool(flags & CHECKPOINT) and self.step > self._last_ckpt_step)
-        if self.check_every is not None and (checkpoint or self.step % self.check_every == 0):
-            self.check_replicas()
         if flags & STOP:
-            self._checkpoint()
+            self._checkpoint_agreed()
             self._write_status("preempted", force=True)
             self._close()
             gc.freeze()  # interpreter teardown then skips collecting torch's object graph: ~1.5 s faster
             raise SystemExit(PREEMPTED_EXIT_CODE)
         if checkpoint:
-            self._checkpoint(background=self.background)
+            self._checkpoint_agreed(background=self.background)
+        elif self.check_every is not None and self.step % self.check_every == 0:
+            self.check_replicas()
 
     def check_replicas(self) -> None:
         """Compare every worker's parameters, buffers and optimizer state bit for bit (a checksum
         per tensor, one small all_gather); raise DivergenceError naming the first that differs.
-        Done at every checkpoint and every ``check_every`` steps; collective."""
+        Done at every checkpoint (the final one included) and every ``check_every`` steps; collective."""
+        found = self._divergence()
+        if found is not None:
+            raise DivergenceError(found.message + _DIVERGENCE_HINT)
+
+    def _divergence(self) -> Divergence | None:
+        """What differs between the workers' replicas now (None: they agree); collective."""
         if self.env.world_size == 1:
-            return
+            return None
         named = self._named_state()
         mine = guards.checksums([t for _, t in named]).to(self._device)
-        rows = gather(mine, self.env.world_size)
+        rows = gather(mine, self.env.world_size).cpu()
         differs = (rows != rows[0]).any(dim=0).nonzero().flatten().tolist()
-        if differs:
-            name = named[differs[0]][0]
-            workers = [w for w in range(self.env.world_size) if rows[w, differs[0]] != rows[0, differs[0]]]
-            raise DivergenceError(
-                f"stint: the replicas diverged before step {self.step}: {name} differs between worker 0 "
-                f"and worker(s) {workers} ({len(differs)} tensor(s) differ). Something changed state "
-                "outside the micro-batch loop on some workers only, or ran with other settings.")
+        if not differs:
+            return None
+        first = differs[0]
+        workers = [w for w in range(self.env.world_size) if rows[w, first] != rows[0, first]]
+        names = [named[i][0] for i in differs]
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        message = (f"stint: the replicas diverged before step {self.step}: {names[0]} differs between "
+                   f"worker 0 and worker(s) {workers} ({len(differs)} tensor(s) differ: {shown}). ")
+        return Divergence(message, [named[i][1] for i in differs], _majority(rows))
+
+    def _checkpoint_agreed(self, background: bool = False) -> None:
+        """A checkpoint of state every worker agrees on (all workers call this).
+
+        The replicas are compared first (unless ``check_every`` is None). If they differ and a
+        strict majority of workers agree, every worker takes the majority's copy of the tensors
+        that differ and that state is checkpointed; with no majority nothing is written and the
+        last checkpoint stays the newest. Either way the job then fails with DivergenceError
+        naming the tensors: the executor restarts it from the last agreed state.
+        """
+        found = self._divergence() if self.check_every is not None else None
+        if found is None:
+            self._checkpoint(background=background)
+            return
+        self._wait_for_write()  # the last agreed checkpoint, if still being written, is made durable
+        if found.majority and self.store is not None:
+            self._adopt(found.tensors, src=found.majority[0])
+            self._checkpoint()
+            kept = (f"the checkpoint of step {self.step} holds the state of the majority, worker(s) "
+                    f"{found.majority}.")
+        elif self.checkpoint_step is not None:
+            kept = f"no checkpoint was written: step {self.checkpoint_step}'s is the last agreed state."
+        else:
+            kept = "no checkpoint was written (no majority, or no checkpoint directory)."
+        self._close()
+        raise DivergenceError(found.message + kept + _DIVERGENCE_HINT)
+
+    def _adopt(self, tensors: list[torch.Tensor], src: int) -> None:
+        """Every worker takes worker ``src``'s copy of ``tensors`` (in place)."""
+        with torch.no_grad():
+            for t in tensors:
+                dist.broadcast(t, src=src)
 
     def _named_state(self) -> list[tuple[str, torch.Tensor]]:
         named = [(f"{n}.{k}", t) for n, m in self._modules.items() for k, t in m.state_dict().items()
@@ -606,6 +653,30 @@ class Job:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(body))
         os.replace(tmp, path)
+
+
+_DIVERGENCE_HINT = (" Something changed state outside the micro-batch loop on some workers only, or ran "
+                    "with other settings.")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Replicas that differ: the message naming what differs, those tensors (this worker's
+    copies, in the order compared), and the workers of the strict majority that agree (or [])."""
+
+    message: str
+    tensors: list[torch.Tensor]
+    majority: list[int]
+
+
+def _majority(rows: torch.Tensor) -> list[int]:
+    """The workers whose checksum rows agree with more than half of the workers' (or [])."""
+    keys = [tuple(r.tolist()) for r in rows]
+    for key in dict.fromkeys(keys):
+        agreeing = [w for w, k in enumerate(keys) if k == key]
+        if 2 * len(agreeing) > len(keys):
+            return agreeing
+    return []
 
 
 def backend_for(device: torch.device) -> str:

@@ -1,15 +1,21 @@
 """A worker of the multi-process tests: a small dropout MLP, SGD every ``--accumulate`` steps.
 
-Prints ``done digest HEX``; with ``--diverge-at S`` worker 1 nudges a weight before step S
-(outside the micro-batch loop), and a DivergenceError is printed as ``divergence: ...`` (exit 3).
+Prints ``done digest HEX``; with ``--diverge-at S`` worker ``--diverger`` (1) nudges a weight before
+step S (outside the micro-batch loop; ``--diverge-late``: after step S's optimizer step, so that
+only the next boundary or the final checkpoint can see it), and a DivergenceError is printed as
+``divergence: ...`` (exit 3). ``--draw-after``: every step draws from Python's, NumPy's and torch's
+global generators after the micro-batch loop and nudges a weight by what it drew. ``--stop-at S``:
+every worker asks for a stop in step S.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import random
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,6 +29,11 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--accumulate", type=int, default=2)
     p.add_argument("--diverge-at", type=int, default=None)
+    p.add_argument("--diverger", type=int, default=1)
+    p.add_argument("--diverge-late", action="store_true")
+    p.add_argument("--draw-after", action="store_true")
+    p.add_argument("--stop-at", type=int, default=None)
+    p.add_argument("--check-every", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--checkpoint-every", type=int, default=None, help="periodic (background) checkpoints")
     args = p.parse_args()
@@ -34,11 +45,13 @@ def main() -> int:
     x, y = torch.randn(256, 32, generator=g), torch.randint(0, 4, (256,), generator=g)
     x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
     every = stint.Interval(steps=args.checkpoint_every) if args.checkpoint_every else None
-    job = stint.init(model=model, optimizer=opt, check_every=2, exchange=args.exchange, interval=every, keep=2)
+    job = stint.init(model=model, optimizer=opt, check_every=args.check_every, exchange=args.exchange, interval=every, keep=2)
     sampler = stint.Sampler(len(x), batch_size=32, seed=0)
     try:
         for step in job.steps(args.steps):
-            if step == args.diverge_at and job.env.rank == 1:
+            if step == args.stop_at:
+                job.request_stop()
+            if step == args.diverge_at and job.env.rank == args.diverger and not args.diverge_late:
                 with torch.no_grad():
                     model[0].weight[0, 0] += 1e-3
             if step % args.accumulate == 0:
@@ -50,8 +63,15 @@ def main() -> int:
                 loss.backward()
                 losses.append(loss)
             mean = job.all_reduce_mean(losses)
+            if args.draw_after:
+                drawn = random.random() + float(np.random.standard_normal()) + torch.rand(()).item()
+                with torch.no_grad():
+                    model[3].bias[0] += 1e-3 * drawn
             if (step + 1) % args.accumulate == 0:
                 opt.step()
+            if step == args.diverge_at and job.env.rank == args.diverger and args.diverge_late:
+                with torch.no_grad():
+                    model[3].weight[1, 1] += 1e-3
             job.print(f"step {step} loss {mean.item()!r}")
     except stint.DivergenceError as e:
         print(f"divergence: {e}", flush=True)
