@@ -377,7 +377,7 @@ class Job:
         elif self.check_every is not None:
             self.check_replicas()
         self._write_status("finished", force=True)
-        self._close()
+        self._close(finished=True)
 
     def _local_flags(self, boundary: int) -> int:
         """This worker's vote for the boundary before step ``boundary``."""
@@ -622,13 +622,18 @@ class Job:
                 b.copy_(flat[offset : offset + b.numel()].view_as(b))
                 offset += b.numel()
 
-    def _close(self) -> None:
+    def _close(self, finished: bool = False) -> None:
+        """Release the job's threads, loader and groups. ``finished`` (the training loop ended):
+        the stop handlers stay armed, so a stop that lands in the epilogue is not fatal."""
         self._wait_for_write()
         if self._loader is not None:
             self._loader.close()
         guards.observe(None)
-        signals.disarm()
-        signals.reset()
+        if finished:
+            signals.finished(speak=self.is_main)
+        else:
+            signals.disarm()
+            signals.reset()
         if self._peers is not None:
             self._peers.close()
             self._peers = None
