@@ -170,3 +170,40 @@ def test_a_checkpoint_loads_as_a_plain_state_dict_and_exports_to_dcp(tmp_path):
 
     with pytest.raises(SystemExit, match="stint: .*empty: no valid checkpoint of any step"):
         export.main([str(tmp_path / "empty"), str(tmp_path / "out")])  # the command line: a message
+
+
+def test_the_dcp_export_loads_the_optimizer_with_get_and_set_optimizer_state_dict(tmp_path):
+    """An export keys the optimizer state by parameter name, as DCP's optimizer state dict does:
+    a fresh model and AdamW take it and continue bitwise like the job's own."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_optimizer_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    def build():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+        return model, torch.optim.AdamW(model.parameters(), lr=0.01)
+
+    def step(model, opt, i):
+        opt.zero_grad()
+        model(torch.full((4, 8), float(i))).square().mean().backward()
+        opt.step()
+
+    model, opt = build()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
+    job = stint.init(model=model, optimizer=opt, scheduler=sched, ckpt_dir=tmp_path / "ck")
+    for i in job.steps(3):
+        step(model, opt, i)
+        sched.step()
+    stint.export_dcp(tmp_path / "ck", tmp_path / "dcp")
+    other, other_opt = build()
+    target = {"model": other.state_dict(), "optimizer": get_optimizer_state_dict(other, other_opt)}
+    dcp.load(target, checkpoint_id=str(tmp_path / "dcp"), no_dist=True)
+    other.load_state_dict(target["model"])
+    set_optimizer_state_dict(other, other_opt, target["optimizer"])
+    step(model, opt, 7)
+    step(other, other_opt, 7)
+    assert _digest(other) == _digest(model)
+    assert other_opt.param_groups[0]["lr"] == opt.param_groups[0]["lr"]

@@ -5,7 +5,10 @@
     model.load_state_dict(state["tracked"]["model"])    # the names given to stint.init()
 
     stint.export_dcp("/ckpt/job-7", "/export/job-7")    # then, in any PyTorch program:
-    dcp.load({"model": model.state_dict()}, checkpoint_id="/export/job-7")
+    state = {"model": model.state_dict(), "optimizer": get_optimizer_state_dict(model, opt)}
+    dcp.load(state, checkpoint_id="/export/job-7")
+    model.load_state_dict(state["model"])
+    set_optimizer_state_dict(model, opt, state["optimizer"])
 
 or from a shell: ``python -m stint.torch.export CKPT_DIR OUT_DIR [--step N]``.
 """
@@ -44,12 +47,23 @@ def export_dcp(ckpt_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                step: int | None = None) -> int:
     """Write the tracked objects' state dicts of a stint checkpoint as a
     ``torch.distributed.checkpoint`` checkpoint in ``out_dir`` (keys: the names given to
-    ``stint.init``); return the step exported. Runs in one process, no process group needed."""
+    ``stint.init``); return the step exported. Optimizers are keyed by parameter name, as
+    ``get_optimizer_state_dict`` keys them, so ``set_optimizer_state_dict`` takes them. Runs in
+    one process, no process group needed."""
     from torch.distributed.checkpoint.state_dict_saver import save
 
     state = load_checkpoint(ckpt_dir, step)
-    save(state["tracked"], checkpoint_id=os.fspath(out_dir), no_dist=True)
+    names = state.get("param_names") or {}
+    tracked = {k: by_name(v, names[k]) if k in names else v for k, v in state["tracked"].items()}
+    save(tracked, checkpoint_id=os.fspath(out_dir), no_dist=True)
     return int(state["step"])
+
+
+def by_name(optimizer_state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """An optimizer's ``state_dict()`` with its parameters' indices replaced by their names
+    (``names[i]``: parameter i's), the form of DCP's ``get_optimizer_state_dict``."""
+    groups = [dict(g, params=[names[i] for i in g["params"]]) for g in optimizer_state["param_groups"]]
+    return {"state": {names[i]: s for i, s in optimizer_state["state"].items()}, "param_groups": groups}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,7 @@ and exit with code 75. On start the job resumes from the newest valid checkpoint
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -42,7 +43,7 @@ from stint.torch.env import JobEnv, JobEnvError, read_env
 from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree, gather
 from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval
-from stint.torch.loader import Loader, StepBatch
+from stint.torch.loader import Loader, StepBatch, dataloader_options
 from stint.torch.peers import GroupPeers
 from stint.torch.sampler import Sampler
 from stint.torch.store import CheckpointStore, SaveStats
@@ -68,6 +69,7 @@ class Job:
         final_checkpoint: bool = True,
         background: bool = True,
         counters: dict[str, Any] | None = None,
+        rank_counters: dict[str, Any] | None = None,
         check_every: int | None = 100,
         exchange: str = "auto",
         clock: Callable[[], float] = time.monotonic,
@@ -83,6 +85,11 @@ class Job:
         self.env = env
         self.tracked = tracked
         self.counters: dict[str, Any] = counters if counters is not None else {}  # the user's own dict
+        self._rank_template = dict(rank_counters or {})
+        self._rank_counters = {lr: copy.deepcopy(self._rank_template) for lr in env.logical_ranks}
+        self._current: int | None = None  # the logical rank whose micro-batch runs now
+        self._counters_warned = False
+        self._ended_counters: dict[int, dict[str, Any]] | None = None  # every rank's, once the loop ended
         self.step = 0
         self.seed = seed
         self.check_every = check_every
@@ -160,14 +167,17 @@ class Job:
                num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
                pin_memory: bool = False, **dataloader_args: Any) -> Loader:
         """The job's training DataLoader over ``dataset`` (map-style); ``batch_size`` is the global
-        batch, split evenly over the L logical ranks. ``seed`` defaults to the job's. See
-        :mod:`stint.torch.loader`; other keywords go to ``torch.utils.data.DataLoader``."""
+        batch, split evenly over the L logical ranks. ``seed`` defaults to the job's (or a
+        ``generator``'s initial seed). See :mod:`stint.torch.loader`: every other DataLoader keyword
+        is passed on or refused naming it (``sampler``, ``batch_sampler``, ``drop_last=False``,
+        ``in_order=False``)."""
         if self._loader is not None:
             raise RuntimeError("job.loader: the job has its training loader already (one per job; "
                                "use a plain DataLoader for evaluation)")
+        passed, seed = dataloader_options(dataloader_args, seed)
         self._loader = Loader(self, dataset, batch_size, shuffle=shuffle,
                               seed=self.seed if seed is None else seed, num_workers=num_workers,
-                              collate_fn=collate_fn, pin_memory=pin_memory, **dataloader_args)
+                              collate_fn=collate_fn, pin_memory=pin_memory, **passed)
         return self._loader
 
     def epochs(self, n: int) -> Iterator[int]:
@@ -213,6 +223,39 @@ class Job:
         lws = self.env.logical_world_size
         return self.micro_batches([data.shard(self.step, lr, lws) for lr in self.env.logical_ranks])
 
+    @property
+    def rank_counters(self) -> dict[str, Any]:
+        """The current logical rank's own counters (inside the micro-batch loop): a copy of
+        ``init(rank_counters=...)`` per logical rank, saved and restored per logical rank, so a
+        count made in the loop is the same on any P (``counters`` is worker 0's dict only)."""
+        if self._current is None:
+            raise RuntimeError("job.rank_counters: a logical rank's counters exist inside the micro-batch "
+                               "loop only (job.batches(), job.logical_ranks(), the loader's step batch); "
+                               "use job.rank_counters_total(name) outside it")
+        return self._rank_counters[self._current]
+
+    def rank_counters_total(self, name: str) -> Any:
+        """The sum of rank counter ``name`` over the L logical ranks, in logical-rank order (the
+        same on every worker and for every P). Collective while the loop runs (every worker calls
+        it at the same point); after the loop it reads the values gathered when it ended."""
+        if name not in self._rank_template:
+            raise KeyError(f"job.rank_counters_total: {name!r} is not one of init(rank_counters=...)'s "
+                           f"names {sorted(self._rank_template)}")
+        every = self._all_rank_counters()
+        total = every[0][name]
+        for lr in range(1, self.env.logical_world_size):
+            total = total + every[lr][name]
+        return total
+
+    def _all_rank_counters(self) -> dict[int, dict[str, Any]]:
+        if self._ended_counters is not None:
+            return self._ended_counters
+        if self.env.world_size == 1:
+            return self._rank_counters
+        parts: list[Any] = [None] * self.env.world_size
+        dist.all_gather_object(parts, self._rank_counters)
+        return {lr: c for part in parts for lr, c in part.items()}
+
     def wait_for_checkpoint(self) -> None:
         """Block until a background checkpoint write in flight is on disk (raises if it failed)."""
         self._wait_for_write()
@@ -256,16 +299,20 @@ class Job:
             self._exchange.start_step(reuse=carry is None)
         swap, sliced = self._swapper, len(hosted) > 1
         before = [b.clone() for b in self._buffers] if sliced else []
+        counted = dict(self.counters) if self.counters and not self._counters_warned else None
         after0: list[torch.Tensor] = []
         for slot, (lr, item) in enumerate(zip(hosted, items, strict=True)):
             swap.enter(lr)
             if slot:
                 _copy_into(self._buffers, before)
+            self._current = lr
             try:
                 yield item
             except GeneratorExit:
                 self._left_early = self.step
                 raise
+            finally:
+                self._current = None
             swap.leave(lr)
             if lr == 0 and sliced:
                 after0 = [b.clone() for b in self._buffers]
@@ -273,6 +320,8 @@ class Job:
                 self._exchange.take(lr)
         if after0:
             _copy_into(self._buffers, after0)
+        if counted is not None and counted != self.counters:
+            self._warn_counted_in_loop(counted)
         # Draws after the loop (before the optimizer step, user code) come from the job's outside
         # stream again, not from the last hosted rank's: the same for every P and placement.
         rng.seed_after_loop(self.seed, self.step)
@@ -283,6 +332,17 @@ class Job:
             self._sync_buffers()
         self._reduced_step = self.step
         self._grads_pending = True
+
+    def _warn_counted_in_loop(self, before: dict[str, Any]) -> None:
+        """Once per job: ``counters`` changed inside the micro-batch loop, so they count this
+        worker's share of the logical ranks (a value that depends on P)."""
+        self._counters_warned = True
+        key = next(k for k in set(before) | set(self.counters) if before.get(k) != self.counters.get(k))
+        if self.is_main:
+            _warn(f"counters[{key!r}] changed inside the micro-batch loop: it counts this worker's "
+                  f"{len(self.env.logical_ranks)} of the {self.env.logical_world_size} logical ranks, so "
+                  "its value depends on the number of workers (only worker 0's counters are saved). "
+                  "Count per logical rank with init(rank_counters=...) and job.rank_counters.")
 
     def _take_carry(self) -> list[torch.Tensor | None] | None:
         """Gradients accumulated by earlier steps (identical on every worker): set aside, added back."""
@@ -372,6 +432,8 @@ class Job:
             self._write_status("running", force=False)
 
     def _finish(self) -> None:
+        if self._rank_template:
+            self._ended_counters = self._all_rank_counters()  # for the epilogue, the group closes now
         if self.final_checkpoint:
             self._checkpoint_agreed()
         elif self.check_every is not None:
@@ -486,12 +548,15 @@ class Job:
         if self.store is None or self.checkpoint_step == self.step:
             return
         t0 = self._clock()
-        rngs = self._swapper.states()
+        rngs, ranks = self._swapper.states(), self._rank_counters
         if self.env.world_size > 1:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
-            dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)
-            rngs = {lr: s for part in parts for lr, s in part.items()} if self.env.rank == 0 else {}
-        self._write(rngs, background)
+            dist.gather_object((rngs, ranks, self.counters), parts if self.env.rank == 0 else None, dst=0)
+            rngs = {lr: s for part in parts for lr, s in part[0].items()} if self.env.rank == 0 else {}
+            ranks = {lr: c for part in parts for lr, c in part[1].items()} if self.env.rank == 0 else {}
+            if self.env.rank == 0:
+                self._warn_counters([part[2] for part in parts])
+        self._write(rngs, ranks, background)
         cost = self._clock() - t0  # what the job was blocked for: Daly's C
         self.checkpoint_stall = cost
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
@@ -499,7 +564,22 @@ class Job:
         self._last_ckpt_clock, self._last_ckpt_step = self._clock(), self.step
         self._write_status("running", force=True)
 
-    def _write(self, rngs: dict[int, Any], background: bool) -> None:
+    def _warn_counters(self, every: list[dict[str, Any]]) -> None:
+        """Warn (once per job) when a worker's ``counters`` differ from worker 0's: only worker
+        0's are saved, so such a count (e.g. one made in the micro-batch loop) would depend on P."""
+        if self._counters_warned:
+            return
+        for w, theirs in enumerate(every):
+            differs = sorted(k for k in set(every[0]) | set(theirs) if every[0].get(k) != theirs.get(k))
+            if differs:
+                self._counters_warned = True
+                k = differs[0]
+                _warn(f"counters[{k!r}] differs between workers (worker 0: {every[0].get(k)!r}, worker {w}: "
+                      f"{theirs.get(k)!r}): only worker 0's counters are saved. Count per logical rank "
+                      "with init(rank_counters=...) and job.rank_counters inside the micro-batch loop.")
+                return
+
+    def _write(self, rngs: dict[int, Any], ranks: dict[int, dict[str, Any]], background: bool) -> None:
         """This worker's share of the job's state (after any write still in flight)."""
         assert self.store is not None
         self._wait_for_write()
@@ -507,7 +587,8 @@ class Job:
         if self._grads_pending:  # accumulation across steps: the gradients are part of the state
             state["grads"] = [p.grad for p in self._params]
         # What worker 0 alone holds (the user's counters, every logical rank's RNG state).
-        private = {"counters": self.counters, "rng": rngs} if self.is_main else None
+        private = ({"counters": self.counters, "rng": rngs, "rank_counters": ranks,
+                    "param_names": self._param_names()} if self.is_main else None)
         meta = {
             "job_id": self.env.job_id,
             "logical_world_size": self.env.logical_world_size,
@@ -532,6 +613,20 @@ class Job:
 
         self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
         self._in_flight.start()
+
+    def _param_names(self) -> dict[str, list[str]]:
+        """Each tracked optimizer's parameters by name, in its state dict's order: the names
+        DCP's optimizer state dicts use (``stint.export_dcp``). Parameters of one tracked module
+        are named as in it; of several, ``"<init keyword>.<name>"`` (as an ``nn.ModuleDict`` of
+        the tracked modules names them)."""
+        named = {id(p): (m, n) for m, module in self._modules.items() for n, p in module.named_parameters()}
+        out: dict[str, list[str]] = {}
+        for name, o in self.tracked.items():
+            if isinstance(o, torch.optim.Optimizer):
+                where = [named.get(id(p), ("?", "?")) for g in o.param_groups for p in g["params"]]
+                one = len({m for m, _ in where}) == 1
+                out[name] = [n if one else f"{m}.{n}" for m, n in where]
+        return out
 
     def _wait_for_write(self) -> None:
         if self._in_flight is not None:
@@ -559,6 +654,8 @@ class Job:
         for name, obj in self.tracked.items():
             obj.load_state_dict(state["tracked"][name])
         self.counters.update(state["counters"])
+        saved = state.get("rank_counters") or {}
+        self._rank_counters = {lr: dict(self._rank_template, **saved.get(lr, {})) for lr in self.env.logical_ranks}
         for p, g in zip(self._params, state.get("grads") or [], strict=False):
             p.grad = None if g is None else g.to(p.device)
         self._grads_pending = "grads" in state
@@ -723,6 +820,7 @@ def init(
     final_checkpoint: bool = True,
     background: bool = True,
     counters: dict[str, Any] | None = None,
+    rank_counters: dict[str, Any] | None = None,
     check_every: int | None = 100,
     exchange: str = "auto",
     **tracked: Any,
@@ -732,7 +830,10 @@ def init(
     Every other keyword names an object to checkpoint (model, optimizer, LR scheduler,
     GradScaler: anything with ``state_dict``/``load_state_dict``). ``counters``: a dict of
     picklable user values; the job saves that very dict (later changes included) and restores it
-    in place on resume. ``logical_world_size`` and ``ckpt_dir`` apply when the
+    in place on resume; it is worker 0's (a count that differs per worker warns at checkpoints).
+    ``rank_counters``: a dict of picklable start values copied for every logical rank:
+    ``job.rank_counters`` inside the micro-batch loop, saved per logical rank (the same on any
+    P); ``job.rank_counters_total(name)`` sums one over the L ranks. ``logical_world_size`` and ``ckpt_dir`` apply when the
     environment does not set them (running by hand); without a checkpoint directory the job
     runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
     are written on a thread from an in-memory snapshot (preemption and final ones never are).
@@ -742,7 +843,8 @@ def init(
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
-               background=background, counters=counters, check_every=check_every, exchange=exchange)
+               background=background, counters=counters, rank_counters=rank_counters,
+               check_every=check_every, exchange=exchange)
 
 
 def rendezvous_store(addr: str, port: int, world_size: int, is_master: bool,
