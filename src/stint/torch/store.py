@@ -253,7 +253,7 @@ class CheckpointStore:
         return self.write(step, self.cut(state, sources=sources), meta)
 
     def cut(self, state: Any, private: dict[str, Any] | None = None, writers: int = 1,
-            sources: list[torch.Tensor] | None = None) -> Cut:
+            sources: list[torch.Tensor] | None = None, owners: dict[int, int] | None = None) -> Cut:
         """Cut ``state`` (the same on every writer) and ``private`` (worker 0's alone; a checkpoint
         holds ``state`` updated with it, so both are dicts then) into items for ``writers``.
 
@@ -261,6 +261,11 @@ class CheckpointStore:
         was copied from, in the order its tensors are pickled. They, not the copies, tell which
         tensors changed since the last save, so unchanged ones (frozen layers) are deduplicated,
         not written again. Only a write-ahead guess rests on them; content is always hashed.
+
+        ``owners``: tensors of ``state`` that one writer alone holds (sharded state), by ``id()``,
+        to that writer. Each is cut into items of its own, written by its owner; the other
+        writers pass a stand-in of the same dtype and shape (a ``meta`` tensor: no bytes), whose
+        items they never read.
         """
         if writers < 1:
             raise ValueError(f"writers={writers}: at least one")
@@ -269,13 +274,18 @@ class CheckpointStore:
         keys = sources if sources is not None else shared
         if len(keys) != len(shared):
             raise ValueError(f"sources: {len(keys)} tensors for a state of {len(shared)}")
+        owners = owners or {}
+        owned = {i: owners[id(t)] for i, t in enumerate(shared) if id(t) in owners}
         items = [Item(parts.skeleton, [], (), 0)]
-        items += self._items(shared, keys, 0)
+        rest = [i for i in range(len(shared)) if i not in owned]  # replicated: dealt by bytes
+        items += self._items([shared[i] for i in rest], [keys[i] for i in rest], 0, rest)
         dealt = sum(len(item.data) for item in items[1:])
         start = 0
         for item in items[1:]:  # contiguous ranges by bytes: item -> the range holding its middle
             item.writer = min(writers - 1, (start + len(item.data) // 2) * writers // max(dealt, 1))
             start += len(item.data)
+        for i, writer in owned.items():
+            items += self._owned_items(shared[i], keys[i], i, writer)
         private_tensors = parts.tensors[parts.first_tensors :]
         items += self._items(private_tensors, private_tensors, len(shared))  # worker 0's
         signature = hashlib.sha256(parts.skeleton[: parts.first_bytes])
@@ -283,14 +293,16 @@ class CheckpointStore:
         return Cut(items, [(str(t.dtype), tuple(t.shape)) for t in parts.tensors], writers,
                    signature.hexdigest())
 
-    def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int) -> list[Item]:
-        """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt)."""
+    def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int,
+               indices: list[int] | None = None) -> list[Item]:
+        """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt).
+        Tensor i is the state's tensor ``first + i`` (or ``indices[i]``)."""
         items: list[Item] = []
         views = [codec.tensor_bytes(t) for t in tensors]
         size = min(PIECE, max(MIN_ITEM, sum(len(v) for v in views) // ITEMS))  # the same for any P
         pack, packed, pack_keys = bytearray(), [], []
         for i, (data, src) in enumerate(zip(views, sources)):
-            index = first + i
+            index = first + i if indices is None else indices[i]
             if len(data) >= size:
                 step = -(-len(data) // max(1, len(data) // size))  # pieces of size .. 2 * size bytes
                 for at in range(0, len(data), step):
@@ -306,6 +318,19 @@ class CheckpointStore:
         if packed:
             items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
         return items
+
+    @staticmethod
+    def _owned_items(t: torch.Tensor, key: torch.Tensor, index: int, writer: int) -> list[Item]:
+        """Tensor ``index`` in pieces of at most PIECE bytes, for ``writer``; a stand-in (``meta``)
+        gives the same pieces with no bytes."""
+        nbytes = t.numel() * t.element_size()
+        data = memoryview(b"") if t.is_meta else codec.tensor_bytes(t)
+        count = max(1, -(-nbytes // PIECE))
+        step = max(1, -(-nbytes // count))
+        pieces = [(at, min(step, nbytes - at)) for at in range(0, nbytes, step)] or [(0, 0)]
+        key_of = (lambda at: ()) if t.is_meta else (lambda at: (CheckpointStore._key(key), at))
+        return [Item(data[at : at + n] if not t.is_meta else memoryview(b""), [(index, 0, n, at)], key_of(at),
+                     writer) for at, n in pieces]
 
     @staticmethod
     def _key(t: torch.Tensor) -> tuple[int, int, int]:
@@ -364,7 +389,7 @@ class CheckpointStore:
         if outcome:
             raise RuntimeError(f"checkpoint of step {step} not written: {outcome}")
         assert part is not None
-        total = sum(len(item.data) for item in cut.items)
+        total = len(cut.items[0].data) + sum(m[2] for item in cut.items for m in item.members)
         return SaveStats(step, total, part.bytes_written, len(cut.items), part.blobs_written,
                          time.perf_counter() - t0)
 
@@ -508,7 +533,8 @@ class CheckpointStore:
             wait(reads)  # the I/O thread may still be reading when a hash fails
             for f in files.values():
                 f.close()
-        tensors = [_tensor(m, buffers) for m in ckpt.manifest["tensors"]]
+        viewed: set[tuple[str, int]] = set()
+        tensors = [_tensor(m, buffers, viewed) for m in ckpt.manifest["tensors"]]
         skeleton = bytes(buffers[ckpt.manifest["skeleton"]])
         if ckpt.manifest["format"] == 2:
             return codec.join(skeleton, tensors)
@@ -623,14 +649,17 @@ class CheckpointStore:
         return self.root / f"step-{step:012d}.ckpt"
 
 
-def _tensor(entry: dict[str, Any], buffers: dict[str, memoryview]) -> torch.Tensor:
+def _tensor(entry: dict[str, Any], buffers: dict[str, memoryview], viewed: set[tuple[str, int]]) -> torch.Tensor:
     """One tensor of a manifest's table from the blobs read: a view of its blob when it lies in
-    one, else its pieces joined (format 2: ``blob``, ``offset``, ``nbytes``; 3: ``parts``)."""
+    one, else its pieces joined (format 2: ``blob``, ``offset``, ``nbytes``; 3: ``parts``).
+    Tensors of equal content share one blob: a place already viewed by a tensor (``viewed``) is
+    copied, so no two loaded tensors share memory (an optimizer would step them twice)."""
     parts = entry["parts"] if "parts" in entry else [[entry["blob"], entry["offset"], entry["nbytes"]]]
     nbytes = sum(n for _, _, n in parts)
     meta = codec.TensorMeta("", 0, nbytes, entry["dtype"], tuple(entry["shape"]))
-    if len(parts) == 1:
+    if len(parts) == 1 and (parts[0][0], parts[0][1]) not in viewed:
         h, offset, _ = parts[0]
+        viewed.add((h, offset))
         return codec.tensor_from(buffers[h], dataclasses.replace(meta, blob=h, offset=offset))
     joined = bytearray(nbytes)
     at = 0
