@@ -19,6 +19,7 @@ import argparse
 import os
 from typing import Any
 
+from stint.torch.sharded import unsharded
 from stint.torch.store import CheckpointStore
 
 
@@ -31,7 +32,8 @@ def load_checkpoint(ckpt_dir: str | os.PathLike[str], step: int | None = None,
     """The state of the newest valid checkpoint in ``ckpt_dir`` (or of ``step``), whatever number
     of workers wrote it: ``{"tracked": {name: state_dict}, "counters": {...}, "rng": {logical
     rank: generator states}}`` (and ``"grads"`` when it was cut between accumulation steps).
-    Every blob is verified against its hash unless ``verify`` is False."""
+    Every blob is verified against its hash unless ``verify`` is False. A ``shard=True`` job's
+    checkpoint comes back whole: the model's full state dict and a plain optimizer state dict."""
     store = CheckpointStore(ckpt_dir)
     valid = [c for c in store.checkpoints() if step is None or c.step == step]
     if not valid:
@@ -40,6 +42,8 @@ def load_checkpoint(ckpt_dir: str | os.PathLike[str], step: int | None = None,
     state = store.load(valid[0], verify=verify)
     if not isinstance(state, dict):
         raise NoCheckpoint(f"{valid[0].path}: not a stint.torch job's checkpoint")
+    if "sharded" in state:  # a shard=True job's: its logical shards joined into whole tensors
+        state = unsharded(state)
     return dict(state, step=valid[0].step)
 
 

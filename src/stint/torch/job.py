@@ -46,6 +46,7 @@ from stint.torch.interval import Interval
 from stint.torch.loader import Loader, StepBatch, dataloader_options
 from stint.torch.peers import GroupPeers
 from stint.torch.sampler import Sampler
+from stint.torch.sharded import Sharded
 from stint.torch.store import CheckpointStore, SaveStats
 
 T = TypeVar("T")
@@ -72,6 +73,7 @@ class Job:
         rank_counters: dict[str, Any] | None = None,
         check_every: int | None = 100,
         exchange: str = "auto",
+        shard: bool = False,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
     ) -> None:
@@ -115,6 +117,7 @@ class Job:
         self._left_early: int | None = None  # a step whose micro-batch loop was broken out of
         self._grads_pending = False  # reduced gradients no optimizer has stepped on yet
         self._checked: set[int] = set()
+        self._sharded_ids: set[int] = set()  # shard=True: the blocks the optimizers step on
         self._optimizers = {id(o): n for n, o in tracked.items() if isinstance(o, torch.optim.Optimizer)}
         self._modules = {n: m for n, m in tracked.items() if isinstance(m, torch.nn.Module)}
         self._params = _unique(p for m in self._modules.values() for p in m.parameters() if p.requires_grad)
@@ -122,14 +125,29 @@ class Job:
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._connect(timeout)
         self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
+        self._sharded = self._shard() if shard else None
         self._exchange = (Exchange(self._params, self.placement, sharded=_EXCHANGES[exchange])
-                          if env.logical_world_size > 1 else None)
+                          if env.logical_world_size > 1 and self._sharded is None else None)
         self._resume()
         self._swapper = rng.Swapper(self._rng)
         self._last_ckpt_clock, self._last_ckpt_step = clock(), self.step
         if self.store:
             signals.arm()
         guards.observe(self)
+
+    def _shard(self) -> Sharded:
+        """shard=True: the one tracked module's parameters, gradients and optimizer state
+        sharded by logical rank (stint.torch.sharded); its optimizers rebound to the blocks."""
+        if len(self._modules) != 1:
+            raise ValueError(f"stint.init: shard=True needs exactly one tracked module, got {sorted(self._modules)}")
+        (model,) = self._modules.values()
+        engine = Sharded(model, self.placement, self.env.rank)
+        for o in self.tracked.values():
+            if isinstance(o, torch.optim.Optimizer):
+                engine.bind(o, lambda p: True)
+        self._sharded_ids = {id(b) for b in engine.blocks()}
+        self._params = []  # the engine reduces the gradients, into the blocks
+        return engine
 
     # ---- the training loop's API ---------------------------------------------------------
     @property
@@ -256,6 +274,20 @@ class Job:
         dist.all_gather_object(parts, self._rank_counters)
         return {lr: c for part in parts for lr, c in part.items()}
 
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` over the job's parameters, after the micro-batch loop;
+        with shard=True over the blocks, the norm the same bits on any P (a collective then)."""
+        if self._sharded is not None:
+            return self._sharded.clip_grad_norm_(max_norm)
+        params = [p for m in self._modules.values() for p in m.parameters()]
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+    @property
+    def peak_sharded_bytes(self) -> int:
+        """shard=True: the most parameter + optimizer-state bytes this worker held at once (its
+        blocks, their optimizer state, the units gathered whole); 0 otherwise."""
+        return self._sharded.peak_bytes if self._sharded is not None else 0
+
     def wait_for_checkpoint(self) -> None:
         """Block until a background checkpoint write in flight is on disk (raises if it failed)."""
         self._wait_for_write()
@@ -297,6 +329,7 @@ class Job:
         carry = self._take_carry() if self._exchange is not None else None
         if self._exchange is not None:
             self._exchange.start_step(reuse=carry is None)
+        block_carry = self._sharded.start_step() if self._sharded is not None else []
         swap, sliced = self._swapper, len(hosted) > 1
         before = [b.clone() for b in self._buffers] if sliced else []
         counted = dict(self.counters) if self.counters and not self._counters_warned else None
@@ -318,6 +351,8 @@ class Job:
                 after0 = [b.clone() for b in self._buffers]
             if self._exchange is not None:
                 self._exchange.take(lr)
+            if self._sharded is not None:
+                self._sharded.take()
         if after0:
             _copy_into(self._buffers, after0)
         if counted is not None and counted != self.counters:
@@ -329,6 +364,9 @@ class Job:
         if self._exchange is not None:
             self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
             self._add_carry(carry)
+            self._sync_buffers()
+        if self._sharded is not None:
+            self._sharded.reduce(block_carry)
             self._sync_buffers()
         self._reduced_step = self.step
         self._grads_pending = True
@@ -382,7 +420,7 @@ class Job:
             self._check_optimizer(name, optimizer)
             self._checked.add(id(optimizer))
         self._check_loop_ended()
-        if self._exchange is not None and self._reduced_step != self.step:
+        if (self._exchange is not None or self._sharded is not None) and self._reduced_step != self.step:
             raise DivergenceError(
                 f"stint: optimizer '{name}' stepped at step {self.step} on gradients that were not "
                 "reduced over the logical ranks: run forward and backward inside job.batches(), "
@@ -393,14 +431,14 @@ class Job:
             self._grads_pending = False
 
     def _updates_tracked(self, optimizer: torch.optim.Optimizer) -> bool:
-        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()} | self._sharded_ids
         return any(id(p) in owned for group in optimizer.param_groups for p in group["params"])
 
     def _check_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """Every parameter it updates belongs to a tracked module (and is reduced); its LR
         scheduler, if any, is tracked too."""
-        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
-        reduced = {id(p) for p in self._params}
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()} | self._sharded_ids
+        reduced = {id(p) for p in self._params} | self._sharded_ids
         for g, group in enumerate(optimizer.param_groups):
             for i, p in enumerate(group["params"]):
                 where = f"optimizer '{name}' (param group {g}, parameter {i}, shape {tuple(p.shape)})"
@@ -432,12 +470,27 @@ class Job:
             self._write_status("running", force=False)
 
     def _finish(self) -> None:
+        if self._sharded is not None:
+            self._finish_sharded()
+            return
         if self._rank_template:
             self._ended_counters = self._all_rank_counters()  # for the epilogue, the group closes now
         if self.final_checkpoint:
             self._checkpoint_agreed()
         elif self.check_every is not None:
             self.check_replicas()
+        self._write_status("finished", force=True)
+        self._close(finished=True)
+
+    def _finish_sharded(self) -> None:
+        if self._rank_template:
+            self._ended_counters = self._all_rank_counters()
+        if self.final_checkpoint:
+            self._checkpoint_agreed()
+        elif self.check_every is not None:
+            self.check_replicas()
+        assert self._sharded is not None
+        self._sharded.unshard()  # the epilogue gets the whole model (collective: before the group closes)
         self._write_status("finished", force=True)
         self._close(finished=True)
 
@@ -527,6 +580,8 @@ class Job:
                 dist.broadcast(t, src=src)
 
     def _named_state(self) -> list[tuple[str, torch.Tensor]]:
+        if self._sharded is not None:  # parameters and optimizer state are shards, not replicas
+            return [(f"{n}.{k}", b) for n, m in self._modules.items() for k, b in m.named_buffers()]
         named = [(f"{n}.{k}", t) for n, m in self._modules.items() for k, t in m.state_dict().items()
                  if isinstance(t, torch.Tensor)]
         for n, o in self.tracked.items():
@@ -583,7 +638,13 @@ class Job:
         """This worker's share of the job's state (after any write still in flight)."""
         assert self.store is not None
         self._wait_for_write()
-        state: dict[str, Any] = {"tracked": {name: obj.state_dict() for name, obj in self.tracked.items()}}
+        state: dict[str, Any] = {"tracked": {name: self._state_dict(obj) for name, obj in self.tracked.items()}}
+        owners: dict[int, int] | None = None
+        if self._sharded is not None:
+            optimizer = self._sharded_optimizer()
+            state["sharded"], owners = self._sharded.state(optimizer, self._grads_pending)
+            state["sharded"]["model"] = next(iter(self._modules))
+            state["sharded"]["optimizer"] = next((n for n, o in self.tracked.items() if o is optimizer), None)
         if self._grads_pending:  # accumulation across steps: the gradients are part of the state
             state["grads"] = [p.grad for p in self._params]
         # What worker 0 alone holds (the user's counters, every logical rank's RNG state).
@@ -596,7 +657,7 @@ class Job:
             "settings": guards.settings(),
             "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
         }
-        cut = self.store.cut(state, private, writers=self.env.world_size)
+        cut = self.store.cut(state, private, writers=self.env.world_size, owners=owners)
         store, step, peers = self.store, self.step, self._peers
         if not background:
             self.last_save = store.write(step, cut, meta, peers)
@@ -614,6 +675,24 @@ class Job:
         self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
         self._in_flight.start()
 
+    def _state_dict(self, obj: Any) -> Any:
+        """What is saved of a tracked object: its state dict, but with shard=True the model's
+        buffers only and a mark for its optimizer (their shards are saved by the engine)."""
+        if self._sharded is None:
+            return obj.state_dict()
+        if isinstance(obj, torch.optim.Optimizer):
+            return {"sharded": True}
+        if isinstance(obj, torch.nn.Module):
+            params = {n for n, _ in obj.named_parameters()}
+            return {k: v for k, v in obj.state_dict().items() if k not in params}
+        return obj.state_dict()
+
+    def _sharded_optimizer(self) -> torch.optim.Optimizer | None:
+        found = [o for o in self.tracked.values() if isinstance(o, torch.optim.Optimizer)]
+        if len(found) > 1:
+            raise ValueError("stint: shard=True supports one optimizer")
+        return found[0] if found else None
+
     def _param_names(self) -> dict[str, list[str]]:
         """Each tracked optimizer's parameters by name, in its state dict's order: the names
         DCP's optimizer state dicts use (``stint.export_dcp``). Parameters of one tracked module
@@ -621,6 +700,8 @@ class Job:
         the tracked modules names them)."""
         named = {id(p): (m, n) for m, module in self._modules.items() for n, p in module.named_parameters()}
         out: dict[str, list[str]] = {}
+        if self._sharded is not None:
+            return out
         for name, o in self.tracked.items():
             if isinstance(o, torch.optim.Optimizer):
                 where = [named.get(id(p), ("?", "?")) for g in o.param_groups for p in g["params"]]
@@ -652,7 +733,16 @@ class Job:
         if missing:
             raise JobEnvError(f"{ckpt.path}: tracked objects differ from init(): {sorted(missing)}")
         for name, obj in self.tracked.items():
-            obj.load_state_dict(state["tracked"][name])
+            if self._sharded is None:
+                obj.load_state_dict(state["tracked"][name])
+            elif isinstance(obj, torch.nn.Module):
+                obj.load_state_dict(state["tracked"][name], strict=False)  # buffers: the shards follow
+            elif not isinstance(obj, torch.optim.Optimizer):
+                obj.load_state_dict(state["tracked"][name])
+        if self._sharded is not None:
+            if "sharded" not in state:
+                raise JobEnvError(f"{ckpt.path}: written without shard=True; this job shards its model")
+            self._sharded.load(state["sharded"], self._sharded_optimizer())
         self.counters.update(state["counters"])
         saved = state.get("rank_counters") or {}
         self._rank_counters = {lr: dict(self._rank_template, **saved.get(lr, {})) for lr in self.env.logical_ranks}
@@ -823,6 +913,7 @@ def init(
     rank_counters: dict[str, Any] | None = None,
     check_every: int | None = 100,
     exchange: str = "auto",
+    shard: bool = False,
     **tracked: Any,
 ) -> Job:
     """Join the job described by the STINT_* environment and resume it if it has a checkpoint.
@@ -839,12 +930,13 @@ def init(
     are written on a thread from an in-memory snapshot (preemption and final ones never are).
     ``check_every``: compare the replicas' checksums every that many steps and at every
     checkpoint (None: never). ``exchange``: "auto" (by gradient size), "sharded" or "gathered";
-    all give the same bits.
+    all give the same bits. ``shard``: shard the (one) tracked model's parameters, gradients and
+    optimizer state by logical rank (ZeRO-3 style, stint.torch.sharded); the same bits on any P.
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
                background=background, counters=counters, rank_counters=rank_counters,
-               check_every=check_every, exchange=exchange)
+               check_every=check_every, exchange=exchange, shard=shard)
 
 
 def rendezvous_store(addr: str, port: int, world_size: int, is_master: bool,
