@@ -122,6 +122,19 @@ class Item:
     members: list[Member]
     key: tuple[Any, ...]  # where the source lives and its version: equal keys suggest equal bytes
     writer: int
+    # A pack not joined yet: its tensors' bytes, joined into ``data`` only when written or hashed
+    # (a background snapshot copies them into its buffer directly: one copy, none on the cut).
+    views: list[memoryview] | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(len(v) for v in self.views) if self.views is not None else len(self.data)
+
+    def joined(self) -> memoryview | bytes:
+        """The item's bytes in one buffer (a pack is joined once, on first use)."""
+        if self.views is not None:
+            self.data, self.views = memoryview(b"".join(self.views)), None
+        return self.data
 
 
 @dataclass(frozen=True)
@@ -145,10 +158,15 @@ class Cut:
             item = items[n]
             if not item.members:
                 continue  # the skeleton: bytes, a copy already
-            src = torch.frombuffer(item.data, dtype=torch.uint8) if len(item.data) else torch.empty(0, dtype=torch.uint8)
             old = buffers.get(n)
-            dst = old if old is not None and old.numel() == src.numel() else torch.empty_like(src)
-            dst.copy_(src)
+            dst = old if old is not None and old.numel() == item.size else torch.empty(item.size, dtype=torch.uint8)
+            if item.views is not None:  # a pack: its tensors' bytes straight into the buffer
+                out, at = dst.numpy().data if item.size else memoryview(bytearray()), 0
+                for v in item.views:
+                    out[at : at + len(v)] = v
+                    at += len(v)
+            elif item.size:
+                dst.copy_(torch.frombuffer(item.data, dtype=torch.uint8))
             buffers[n] = dst
             items[n] = Item(dst.numpy().data if dst.numel() else memoryview(b""), item.members, item.key,
                             item.writer)
@@ -279,11 +297,11 @@ class CheckpointStore:
         items = [Item(parts.skeleton, [], (), 0)]
         rest = [i for i in range(len(shared)) if i not in owned]  # replicated: dealt by bytes
         items += self._items([shared[i] for i in rest], [keys[i] for i in rest], 0, rest)
-        dealt = sum(len(item.data) for item in items[1:])
+        dealt = sum(item.size for item in items[1:])
         start = 0
         for item in items[1:]:  # contiguous ranges by bytes: item -> the range holding its middle
-            item.writer = min(writers - 1, (start + len(item.data) // 2) * writers // max(dealt, 1))
-            start += len(item.data)
+            item.writer = min(writers - 1, (start + item.size // 2) * writers // max(dealt, 1))
+            start += item.size
         for i, writer in owned.items():
             items += self._owned_items(shared[i], keys[i], i, writer)
         private_tensors = parts.tensors[parts.first_tensors :]
@@ -300,7 +318,10 @@ class CheckpointStore:
         items: list[Item] = []
         views = [codec.tensor_bytes(t) for t in tensors]
         size = min(PIECE, max(MIN_ITEM, sum(len(v) for v in views) // ITEMS))  # the same for any P
-        pack, packed, pack_keys = bytearray(), [], []
+        pack: list[memoryview] = []
+        packed: list[Member] = []
+        pack_keys: list[Any] = []
+        filled = 0
         for i, (data, src) in enumerate(zip(views, sources)):
             index = first + i if indices is None else indices[i]
             if len(data) >= size:
@@ -309,14 +330,15 @@ class CheckpointStore:
                     piece = data[at : at + step]
                     items.append(Item(piece, [(index, 0, len(piece), at)], (self._key(src), at), 0))
                 continue
-            packed.append((index, len(pack), len(data), 0))
+            packed.append((index, filled, len(data), 0))
             pack_keys.append(self._key(src))
-            pack += data
-            if len(pack) >= size:
-                items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
-                pack, packed, pack_keys = bytearray(), [], []
+            pack.append(data)
+            filled += len(data)
+            if filled >= size:
+                items.append(Item(memoryview(b""), packed, tuple(pack_keys), 0, pack))
+                pack, packed, pack_keys, filled = [], [], [], 0
         if packed:
-            items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
+            items.append(Item(memoryview(b""), packed, tuple(pack_keys), 0, pack))
         return items
 
     @staticmethod
@@ -442,12 +464,12 @@ class CheckpointStore:
         """
         mine = cut.mine(rank)
         items = [cut.items[n] for n in mine]
-        early = {n: out.submit(item.data) for n, item in zip(mine, items)
+        early = {n: out.submit(item.joined()) for n, item in zip(mine, items)
                  if item.members and item.key not in self._last_keys}
         self._last_keys = {item.key for item in items}
         # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
         flushed = out.flush() if early else None
-        hashing = [self._hasher.submit(_sha256, item.data) for item in items]  # in order, 2 at a time
+        hashing = [self._hasher.submit(_sha256, item.joined()) for item in items]  # in order, 2 at a time
         known = self._known_blobs(before=step)
         own: dict[str, int] = {}  # hash -> the item this file holds it as
         blobs: dict[str, dict[str, Any]] = {}  # hash -> where an older file holds it
@@ -461,15 +483,15 @@ class CheckpointStore:
                 blobs[h] = known[h]
                 continue
             if n not in early:
-                appended[n] = out.submit(item.data)
+                appended[n] = out.submit(item.joined())
             own[h] = n
         for h, n in own.items():
-            blobs[h] = {"file": name, "offset": appended[n].result(), "size": len(cut.items[n].data)}
+            blobs[h] = {"file": name, "offset": appended[n].result(), "size": cut.items[n].size}
         for f in appended.values():
             f.result()  # surface write errors; early copies that went unused still count as written
         if flushed is not None:
             flushed.result()
-        written = sum(len(cut.items[n].data) for n in appended)
+        written = sum(cut.items[n].size for n in appended)
         return _Part(rank, cut.signature, hashes, blobs, written, len(appended))
 
     def _known_blobs(self, before: int) -> dict[str, dict[str, Any]]:
