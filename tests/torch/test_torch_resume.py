@@ -79,6 +79,7 @@ def test_status_file_reports_steps_and_checkpoints(tmp_path, monkeypatch):
     train(tmp_path / "ck", steps=6)
     body = json.loads(status.read_text())
     assert (body["state"], body["step"], body["checkpoint_step"]) == ("finished", 6, 6)
+    assert body["total_steps"] == 6  # a scheduler can see a job at its last step
 
 
 def test_resuming_with_another_logical_world_size_is_refused(tmp_path):

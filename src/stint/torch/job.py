@@ -839,6 +839,7 @@ class Job:
         body = {
             "state": state,
             "step": self.step,
+            "total_steps": self._total,  # the loop's last step + 1, once known (None before)
             "checkpoint_step": self.checkpoint_step,
             "rank": self.env.rank,
             "world_size": self.env.world_size,
