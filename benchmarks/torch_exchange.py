@@ -15,6 +15,7 @@ Peak memory: the worker's peak RSS growth over its parameters and gradients (ru_
     .venv/bin/python benchmarks/torch_exchange.py            # all configurations
     .venv/bin/python benchmarks/torch_exchange.py --quick    # 20 MB only
     .venv/bin/python benchmarks/torch_exchange.py --small    # 64 KiB to 4 MiB: sharded or gathered
+    .venv/bin/python benchmarks/torch_exchange.py --anchors  # 2, 20, 200 MB at L = 4 and 8: the bar's
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="20 MB only")
     p.add_argument("--small", action="store_true",
                    help="sharded against gathered for small models (where the switch should be)")
+    p.add_argument("--anchors", action="store_true",
+                   help="the sharded exchange (chosen from 256 KiB) against one all_reduce at 2, 20 and "
+                   "200 MB, L = 4 and 8 on 4 workers")
     a = p.parse_args()
     if a.worker:
         worker(a.worker.split(","), a.mb, a.rounds)
@@ -109,7 +113,9 @@ def main() -> None:
         (20, 4, 4, ["allreduce", "sharded", "gathered"]), (20, 4, 8, ["allreduce", "sharded"])]
     if a.small:
         configs = [(mb, 4, 4, ["allreduce", "sharded", "gathered"]) for mb in (0.0625, 0.25, 1, 4)]
-    if not (a.quick or a.small):
+    if a.anchors:
+        configs = [(mb, 4, lws, ["allreduce", "sharded"]) for mb in (2, 20, 200) for lws in (4, 8)]
+    if not (a.quick or a.small or a.anchors):
         configs += [(200, 4, 4, ["allreduce", "sharded"])]
     print("| gradients | P | L | exchange | ms/step (same run) | / all_reduce | peak RSS growth MB |")
     print("|---|---|---|---|---|---|---|")
@@ -119,7 +125,7 @@ def main() -> None:
             memory = run([m], mb, workers, lws, 2)["extra_mb"]
             print(f"| {mb:g} MB | {workers} | {lws} | {m} | {1000 * timed[m]:.1f} | "
                   f"{timed[m] / timed['allreduce']:.2f} | {memory:.0f} |", flush=True)
-    if not (a.quick or a.small):  # memory against L on one worker hosting every logical rank (no peers)
+    if not (a.quick or a.small or a.anchors):  # memory against L on one worker hosting every logical rank (no peers)
         for lws in (1, 2, 4, 8):
             memory = run(["sharded" if lws > 1 else "allreduce"], 100, 1, lws, 2)["extra_mb"]
             print(f"| 100 MB | 1 | {lws} | {'fold' if lws > 1 else 'none'} | | | {memory:.0f} |", flush=True)

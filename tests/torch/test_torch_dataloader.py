@@ -122,3 +122,33 @@ def test_the_dataloader_example_gives_one_digest_for_p_1_2_4_and_after_sigterm(t
     codes, outs = run_workers(script, ARGS, 4, 4, tmp_path / "cut", tmp_path / "b")  # resumed on 4
     assert codes == [0] * 4 and min(logged_steps(outs[0])) == cut + 1, (stop, outs)
     assert {_done(out) for out in outs} == done[1], stop
+
+
+def _first_batch(**kw):
+    job = stint.init(logical_world_size=2, seed=3)
+    loader = job.loader(Noisy(), batch_size=8, **kw)
+    for _ in job.epochs(1):
+        for batch in loader:
+            return torch.cat(list(batch))
+
+
+def test_every_dataloader_keyword_works_or_is_refused_naming_it():
+    plain = _first_batch()
+    assert torch.equal(_first_batch(drop_last=True), plain)  # what the job's batches do anyway
+    assert torch.equal(_first_batch(generator=torch.Generator().manual_seed(3)), plain)  # its seed
+    assert not torch.equal(_first_batch(generator=torch.Generator().manual_seed(4)), plain)
+    calls = []
+    passed = _first_batch(num_workers=1, timeout=60, prefetch_factor=3, persistent_workers=True,
+                          worker_init_fn=calls.append, multiprocessing_context="spawn",
+                          pin_memory_device="", in_order=True)
+    assert torch.equal(passed, plain)
+    for kw, match in [
+        ({"drop_last": False}, "drop_last=False: the job's global batches are whole"),
+        ({"sampler": [0, 1]}, "sampler= is the job's"),
+        ({"batch_sampler": [[0, 1]]}, "batch_sampler= is the job's"),
+        ({"in_order": False}, "in_order=False"),
+        ({"generator": torch.Generator().manual_seed(3), "seed": 3}, "generator= and seed= both"),
+        ({"num_wrokers": 2}, "num_wrokers= is no DataLoader keyword"),
+    ]:
+        with pytest.raises((TypeError, ValueError), match=rf"job.loader: {match}"):
+            _first_batch(**kw)

@@ -4,8 +4,10 @@ replicas that drift apart are caught by their checksums."""
 from __future__ import annotations
 
 import pytest
+import torch
 from torch_helpers import SCRIPTS, run_workers
 
+import stint.torch as stint
 from stint.torch import launch
 from stint.torch.store import CheckpointStore
 
@@ -80,3 +82,77 @@ def test_one_worker_folds_in_rank_order_in_one_buffer_whatever_order_ranks_come(
             assert torch.equal(param.grad, left_fold / logical)
             first = param.grad.data_ptr() if first is None else first
         assert param.grad.data_ptr() == first  # the same buffer every step
+
+
+def _done_digests(outs):
+    return {line.split()[2] for out in outs for line in out.splitlines() if line.startswith("done")}
+
+
+@pytest.mark.slow
+def test_draws_after_the_micro_batch_loop_are_the_same_on_every_p(tmp_path):
+    """Python, NumPy and torch draws after the loop (before the optimizer step) come from one
+    stream for the whole job: every P gives the same bits, and the replicas agree."""
+    digests = set()
+    for workers in (1, 2, 4):
+        codes, outs = run_workers(SCRIPT, ["--draw-after"], workers, 4, None, tmp_path / f"draw{workers}")
+        assert codes == [0] * workers, outs
+        digests |= _done_digests(outs)
+    assert len(digests) == 1, digests
+
+
+@pytest.mark.slow
+def test_replicas_diverged_at_the_final_step_fail_and_the_majority_is_kept(tmp_path):
+    codes, outs = run_workers(SCRIPT, [], 4, 4, tmp_path / "ref", tmp_path / "ref")
+    assert codes == [0] * 4, outs
+    late = ["--diverge-at", "9", "--diverge-late", "--diverger", "3"]  # after the last optimizer step
+    codes, outs = run_workers(SCRIPT, late, 4, 4, tmp_path / "four", tmp_path / "four")
+    assert codes == [3] * 4, outs
+    for out in outs:
+        assert "the replicas diverged before step 10: model.3.weight differs between worker 0 and " \
+               "worker(s) [3]" in out
+        assert "the checkpoint of step 10 holds the state of the majority, worker(s) [0, 1, 2]" in out
+    kept, ref = stint.load_checkpoint(tmp_path / "four"), stint.load_checkpoint(tmp_path / "ref")
+    assert kept["step"] == ref["step"] == 10
+    for name, t in ref["tracked"]["model"].items():
+        assert torch.equal(kept["tracked"]["model"][name], t), name
+    codes, outs = run_workers(SCRIPT, late + ["--diverger", "1"], 2, 2, tmp_path / "two", tmp_path / "two")
+    assert codes == [3, 3], outs
+    for out in outs:  # no majority of two: nothing written, the last agreed checkpoint stays
+        assert "model.3.weight differs between worker 0 and worker(s) [1]" in out
+        assert "no checkpoint was written" in out
+    assert [c.step for c in CheckpointStore(tmp_path / "two").checkpoints()] == []
+
+
+@pytest.mark.slow
+def test_a_divergence_found_at_a_stop_keeps_the_last_agreed_state(tmp_path):
+    """Found at the stop's cut: the majority's state is checkpointed (every worker takes it), or,
+    with no majority, the previous checkpoint stays the newest; every worker fails naming the tensor."""
+    args = ["--diverge-at", "3", "--stop-at", "5", "--check-every", "100", "--checkpoint-every", "3"]
+    codes, outs = run_workers(SCRIPT, args + ["--diverger", "2"], 4, 4, tmp_path / "four", tmp_path / "four")
+    assert codes == [3] * 4, outs
+    for out in outs:
+        assert "diverged before step 6: model.0.weight differs between worker 0 and worker(s) [2]" in out
+        assert "the checkpoint of step 6 holds the state of the majority, worker(s) [0, 1, 3]" in out
+    assert [c.step for c in CheckpointStore(tmp_path / "four").checkpoints()] == [6, 3]
+    codes, outs = run_workers(SCRIPT, args, 2, 2, tmp_path / "two", tmp_path / "two")
+    assert codes == [3, 3], outs
+    for out in outs:
+        assert "no checkpoint was written: step 3's is the last agreed state" in out
+    assert [c.step for c in CheckpointStore(tmp_path / "two").checkpoints()] == [3]
+
+
+@pytest.mark.slow
+def test_rank_counters_count_the_same_on_every_p_and_across_a_resize(tmp_path):
+    """A count made in the micro-batch loop, per logical rank: 40 micro-batches in 10 steps at
+    L = 4 on 1 or 2 workers, and across a stop on 2 resumed on 4; the same count in the job's
+    (worker 0's) counters, which would depend on P, is flagged."""
+    for workers in (1, 2):
+        codes, outs = run_workers(SCRIPT, ["--counts"], workers, 4, None, tmp_path / f"c{workers}")
+        assert codes == [0] * workers, outs
+        assert all(out.splitlines()[-1].endswith("micro-batches 40") for out in outs), outs
+    codes, outs = run_workers(SCRIPT, ["--counts", "--stop-at", "4"], 2, 4, tmp_path / "ck", tmp_path / "a")
+    assert codes == [75, 75], outs
+    assert outs[0].count("stint: warning: counters['mb'] changed inside the micro-batch loop") == 1
+    codes, outs = run_workers(SCRIPT, ["--counts"], 4, 4, tmp_path / "ck", tmp_path / "b")
+    assert codes == [0] * 4, outs
+    assert all(out.splitlines()[-1].endswith("micro-batches 40") for out in outs), outs

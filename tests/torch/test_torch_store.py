@@ -257,3 +257,46 @@ def test_a_format_2_checkpoint_from_before_the_shared_write_still_loads(tmp_path
     (tmp_path / name).write_bytes(skeleton + raw + manifest + struct.pack("<Q8s", len(manifest), b"STINTCK2"))
     ckpt, loaded = CheckpointStore(tmp_path).load_latest()
     assert ckpt.step == 5 and loaded["n"] == 3 and torch.equal(loaded["w"], state["w"])
+
+
+def test_tensors_of_equal_content_load_into_memory_of_their_own(tmp_path):
+    """Equal blobs are stored once; loaded, each tensor still has its own memory (an optimizer
+    stepping on two of them in place must not step both twice)."""
+    store = CheckpointStore(tmp_path)
+    store.save(1, {"a": torch.zeros(SMALL_TENSOR), "b": torch.zeros(SMALL_TENSOR)})
+    _, state = store.load_latest()
+    state["a"].add_(1.0)
+    assert torch.equal(state["b"], torch.zeros(SMALL_TENSOR))
+
+
+def test_owned_tensors_are_written_by_their_owner_alone(tmp_path):
+    """Sharded state: writer w passes its own shard and a meta stand-in for the other's; the
+    checkpoint holds both shards, each from its owner's part, plus the replicated rest."""
+    from torch_helpers import ThreadPeers
+
+    shards = [torch.full((5000,), 1.0), torch.full((7000,), 2.0)]
+    peers = ThreadPeers.group(2)
+    results = [None, None]
+
+    def run(w: int) -> None:
+        mine = [s if i == w else torch.empty(s.shape, device="meta") for i, s in enumerate(shards)]
+        state = {"shards": mine, "replicated": torch.arange(3000.0)}
+        store = CheckpointStore(tmp_path)
+        cut = store.cut(state, None, writers=2, owners={id(t): i for i, t in enumerate(mine)})
+        results[w] = store.write(4, cut, {}, peers[w])
+
+    import threading
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r is not None for r in results), results
+    ckpt = CheckpointStore(tmp_path).checkpoints()[0]
+    _, state = CheckpointStore(tmp_path).load_latest()
+    assert torch.equal(state["shards"][0], shards[0]) and torch.equal(state["shards"][1], shards[1])
+    assert torch.equal(state["replicated"], torch.arange(3000.0))
+    by_file = {}
+    for entry, shard in zip(ckpt.manifest["tensors"][:2], shards, strict=False):
+        by_file[float(shard[0])] = {ckpt.manifest["blobs"][h]["file"] for h, _, _ in entry["parts"]}
+    assert by_file == {1.0: {ckpt.path.name}, 2.0: {"step-000000000004.w1.part"}}

@@ -20,6 +20,7 @@ and exit with code 75. On start the job resumes from the newest valid checkpoint
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -29,6 +30,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -41,9 +43,10 @@ from stint.torch.env import JobEnv, JobEnvError, read_env
 from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree, gather
 from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval
-from stint.torch.loader import Loader, StepBatch
+from stint.torch.loader import Loader, StepBatch, dataloader_options
 from stint.torch.peers import GroupPeers
 from stint.torch.sampler import Sampler
+from stint.torch.sharded import Sharded
 from stint.torch.store import CheckpointStore, SaveStats
 
 T = TypeVar("T")
@@ -67,8 +70,10 @@ class Job:
         final_checkpoint: bool = True,
         background: bool = True,
         counters: dict[str, Any] | None = None,
+        rank_counters: dict[str, Any] | None = None,
         check_every: int | None = 100,
         exchange: str = "auto",
+        shard: bool = False,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
     ) -> None:
@@ -82,6 +87,11 @@ class Job:
         self.env = env
         self.tracked = tracked
         self.counters: dict[str, Any] = counters if counters is not None else {}  # the user's own dict
+        self._rank_template = dict(rank_counters or {})
+        self._rank_counters = {lr: copy.deepcopy(self._rank_template) for lr in env.logical_ranks}
+        self._current: int | None = None  # the logical rank whose micro-batch runs now
+        self._counters_warned = False
+        self._ended_counters: dict[int, dict[str, Any]] | None = None  # every rank's, once the loop ended
         self.step = 0
         self.seed = seed
         self.check_every = check_every
@@ -107,6 +117,7 @@ class Job:
         self._left_early: int | None = None  # a step whose micro-batch loop was broken out of
         self._grads_pending = False  # reduced gradients no optimizer has stepped on yet
         self._checked: set[int] = set()
+        self._sharded_ids: set[int] = set()  # shard=True: the blocks the optimizers step on
         self._optimizers = {id(o): n for n, o in tracked.items() if isinstance(o, torch.optim.Optimizer)}
         self._modules = {n: m for n, m in tracked.items() if isinstance(m, torch.nn.Module)}
         self._params = _unique(p for m in self._modules.values() for p in m.parameters() if p.requires_grad)
@@ -114,14 +125,29 @@ class Job:
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._connect(timeout)
         self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
+        self._sharded = self._shard() if shard else None
         self._exchange = (Exchange(self._params, self.placement, sharded=_EXCHANGES[exchange])
-                          if env.logical_world_size > 1 else None)
+                          if env.logical_world_size > 1 and self._sharded is None else None)
         self._resume()
         self._swapper = rng.Swapper(self._rng)
         self._last_ckpt_clock, self._last_ckpt_step = clock(), self.step
         if self.store:
             signals.arm()
         guards.observe(self)
+
+    def _shard(self) -> Sharded:
+        """shard=True: the one tracked module's parameters, gradients and optimizer state
+        sharded by logical rank (stint.torch.sharded); its optimizers rebound to the blocks."""
+        if len(self._modules) != 1:
+            raise ValueError(f"stint.init: shard=True needs exactly one tracked module, got {sorted(self._modules)}")
+        (model,) = self._modules.values()
+        engine = Sharded(model, self.placement, self.env.rank)
+        for o in self.tracked.values():
+            if isinstance(o, torch.optim.Optimizer):
+                engine.bind(o, lambda p: True)
+        self._sharded_ids = {id(b) for b in engine.blocks()}
+        self._params = []  # the engine reduces the gradients, into the blocks
+        return engine
 
     # ---- the training loop's API ---------------------------------------------------------
     @property
@@ -159,14 +185,17 @@ class Job:
                num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
                pin_memory: bool = False, **dataloader_args: Any) -> Loader:
         """The job's training DataLoader over ``dataset`` (map-style); ``batch_size`` is the global
-        batch, split evenly over the L logical ranks. ``seed`` defaults to the job's. See
-        :mod:`stint.torch.loader`; other keywords go to ``torch.utils.data.DataLoader``."""
+        batch, split evenly over the L logical ranks. ``seed`` defaults to the job's (or a
+        ``generator``'s initial seed). See :mod:`stint.torch.loader`: every other DataLoader keyword
+        is passed on or refused naming it (``sampler``, ``batch_sampler``, ``drop_last=False``,
+        ``in_order=False``)."""
         if self._loader is not None:
             raise RuntimeError("job.loader: the job has its training loader already (one per job; "
                                "use a plain DataLoader for evaluation)")
+        passed, seed = dataloader_options(dataloader_args, seed)
         self._loader = Loader(self, dataset, batch_size, shuffle=shuffle,
                               seed=self.seed if seed is None else seed, num_workers=num_workers,
-                              collate_fn=collate_fn, pin_memory=pin_memory, **dataloader_args)
+                              collate_fn=collate_fn, pin_memory=pin_memory, **passed)
         return self._loader
 
     def epochs(self, n: int) -> Iterator[int]:
@@ -212,6 +241,53 @@ class Job:
         lws = self.env.logical_world_size
         return self.micro_batches([data.shard(self.step, lr, lws) for lr in self.env.logical_ranks])
 
+    @property
+    def rank_counters(self) -> dict[str, Any]:
+        """The current logical rank's own counters (inside the micro-batch loop): a copy of
+        ``init(rank_counters=...)`` per logical rank, saved and restored per logical rank, so a
+        count made in the loop is the same on any P (``counters`` is worker 0's dict only)."""
+        if self._current is None:
+            raise RuntimeError("job.rank_counters: a logical rank's counters exist inside the micro-batch "
+                               "loop only (job.batches(), job.logical_ranks(), the loader's step batch); "
+                               "use job.rank_counters_total(name) outside it")
+        return self._rank_counters[self._current]
+
+    def rank_counters_total(self, name: str) -> Any:
+        """The sum of rank counter ``name`` over the L logical ranks, in logical-rank order (the
+        same on every worker and for every P). Collective while the loop runs (every worker calls
+        it at the same point); after the loop it reads the values gathered when it ended."""
+        if name not in self._rank_template:
+            raise KeyError(f"job.rank_counters_total: {name!r} is not one of init(rank_counters=...)'s "
+                           f"names {sorted(self._rank_template)}")
+        every = self._all_rank_counters()
+        total = every[0][name]
+        for lr in range(1, self.env.logical_world_size):
+            total = total + every[lr][name]
+        return total
+
+    def _all_rank_counters(self) -> dict[int, dict[str, Any]]:
+        if self._ended_counters is not None:
+            return self._ended_counters
+        if self.env.world_size == 1:
+            return self._rank_counters
+        parts: list[Any] = [None] * self.env.world_size
+        dist.all_gather_object(parts, self._rank_counters)
+        return {lr: c for part in parts for lr, c in part.items()}
+
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` over the job's parameters, after the micro-batch loop;
+        with shard=True over the blocks, the norm the same bits on any P (a collective then)."""
+        if self._sharded is not None:
+            return self._sharded.clip_grad_norm_(max_norm)
+        params = [p for m in self._modules.values() for p in m.parameters()]
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+    @property
+    def peak_sharded_bytes(self) -> int:
+        """shard=True: the most parameter + optimizer-state bytes this worker held at once (its
+        blocks, their optimizer state, the units gathered whole); 0 otherwise."""
+        return self._sharded.peak_bytes if self._sharded is not None else 0
+
     def wait_for_checkpoint(self) -> None:
         """Block until a background checkpoint write in flight is on disk (raises if it failed)."""
         self._wait_for_write()
@@ -253,31 +329,58 @@ class Job:
         carry = self._take_carry() if self._exchange is not None else None
         if self._exchange is not None:
             self._exchange.start_step(reuse=carry is None)
+        block_carry = self._sharded.start_step() if self._sharded is not None else []
         swap, sliced = self._swapper, len(hosted) > 1
         before = [b.clone() for b in self._buffers] if sliced else []
+        counted = dict(self.counters) if self.counters and not self._counters_warned else None
         after0: list[torch.Tensor] = []
         for slot, (lr, item) in enumerate(zip(hosted, items, strict=True)):
             swap.enter(lr)
             if slot:
                 _copy_into(self._buffers, before)
+            self._current = lr
             try:
                 yield item
             except GeneratorExit:
                 self._left_early = self.step
                 raise
+            finally:
+                self._current = None
             swap.leave(lr)
             if lr == 0 and sliced:
                 after0 = [b.clone() for b in self._buffers]
             if self._exchange is not None:
                 self._exchange.take(lr)
+            if self._sharded is not None:
+                self._sharded.take()
         if after0:
             _copy_into(self._buffers, after0)
+        if counted is not None and counted != self.counters:
+            self._warn_counted_in_loop(counted)
+        # Draws after the loop (before the optimizer step, user code) come from the job's outside
+        # stream again, not from the last hosted rank's: the same for every P and placement.
+        rng.seed_after_loop(self.seed, self.step)
+        swap.reseeded()
         if self._exchange is not None:
             self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
             self._add_carry(carry)
             self._sync_buffers()
+        if self._sharded is not None:
+            self._sharded.reduce(block_carry)
+            self._sync_buffers()
         self._reduced_step = self.step
         self._grads_pending = True
+
+    def _warn_counted_in_loop(self, before: dict[str, Any]) -> None:
+        """Once per job: ``counters`` changed inside the micro-batch loop, so they count this
+        worker's share of the logical ranks (a value that depends on P)."""
+        self._counters_warned = True
+        key = next(k for k in set(before) | set(self.counters) if before.get(k) != self.counters.get(k))
+        if self.is_main:
+            _warn(f"counters[{key!r}] changed inside the micro-batch loop: it counts this worker's "
+                  f"{len(self.env.logical_ranks)} of the {self.env.logical_world_size} logical ranks, so "
+                  "its value depends on the number of workers (only worker 0's counters are saved). "
+                  "Count per logical rank with init(rank_counters=...) and job.rank_counters.")
 
     def _take_carry(self) -> list[torch.Tensor | None] | None:
         """Gradients accumulated by earlier steps (identical on every worker): set aside, added back."""
@@ -317,7 +420,7 @@ class Job:
             self._check_optimizer(name, optimizer)
             self._checked.add(id(optimizer))
         self._check_loop_ended()
-        if self._exchange is not None and self._reduced_step != self.step:
+        if (self._exchange is not None or self._sharded is not None) and self._reduced_step != self.step:
             raise DivergenceError(
                 f"stint: optimizer '{name}' stepped at step {self.step} on gradients that were not "
                 "reduced over the logical ranks: run forward and backward inside job.batches(), "
@@ -328,14 +431,14 @@ class Job:
             self._grads_pending = False
 
     def _updates_tracked(self, optimizer: torch.optim.Optimizer) -> bool:
-        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()} | self._sharded_ids
         return any(id(p) in owned for group in optimizer.param_groups for p in group["params"])
 
     def _check_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """Every parameter it updates belongs to a tracked module (and is reduced); its LR
         scheduler, if any, is tracked too."""
-        owned = {id(p) for m in self._modules.values() for p in m.parameters()}
-        reduced = {id(p) for p in self._params}
+        owned = {id(p) for m in self._modules.values() for p in m.parameters()} | self._sharded_ids
+        reduced = {id(p) for p in self._params} | self._sharded_ids
         for g, group in enumerate(optimizer.param_groups):
             for i, p in enumerate(group["params"]):
                 where = f"optimizer '{name}' (param group {g}, parameter {i}, shape {tuple(p.shape)})"
@@ -367,10 +470,29 @@ class Job:
             self._write_status("running", force=False)
 
     def _finish(self) -> None:
+        if self._sharded is not None:
+            self._finish_sharded()
+            return
+        if self._rank_template:
+            self._ended_counters = self._all_rank_counters()  # for the epilogue, the group closes now
         if self.final_checkpoint:
-            self._checkpoint()
+            self._checkpoint_agreed()
+        elif self.check_every is not None:
+            self.check_replicas()
         self._write_status("finished", force=True)
-        self._close()
+        self._close(finished=True)
+
+    def _finish_sharded(self) -> None:
+        if self._rank_template:
+            self._ended_counters = self._all_rank_counters()
+        if self.final_checkpoint:
+            self._checkpoint_agreed()
+        elif self.check_every is not None:
+            self.check_replicas()
+        assert self._sharded is not None
+        self._sharded.unshard()  # the epilogue gets the whole model (collective: before the group closes)
+        self._write_status("finished", force=True)
+        self._close(finished=True)
 
     def _local_flags(self, boundary: int) -> int:
         """This worker's vote for the boundary before step ``boundary``."""
@@ -388,36 +510,78 @@ class Job:
             flags = agree(self._local_flags(self.step), self.env.world_size, self._device)
         self._agreed = None
         checkpoint = bool(flags & STOP) or (bool(flags & CHECKPOINT) and self.step > self._last_ckpt_step)
-        if self.check_every is not None and (checkpoint or self.step % self.check_every == 0):
-            self.check_replicas()
         if flags & STOP:
-            self._checkpoint()
+            self._checkpoint_agreed()
             self._write_status("preempted", force=True)
             self._close()
             gc.freeze()  # interpreter teardown then skips collecting torch's object graph: ~1.5 s faster
             raise SystemExit(PREEMPTED_EXIT_CODE)
         if checkpoint:
-            self._checkpoint(background=self.background)
+            self._checkpoint_agreed(background=self.background)
+        elif self.check_every is not None and self.step % self.check_every == 0:
+            self.check_replicas()
 
     def check_replicas(self) -> None:
         """Compare every worker's parameters, buffers and optimizer state bit for bit (a checksum
         per tensor, one small all_gather); raise DivergenceError naming the first that differs.
-        Done at every checkpoint and every ``check_every`` steps; collective."""
+        Done at every checkpoint (the final one included) and every ``check_every`` steps; collective."""
+        found = self._divergence()
+        if found is not None:
+            raise DivergenceError(found.message + _DIVERGENCE_HINT)
+
+    def _divergence(self) -> Divergence | None:
+        """What differs between the workers' replicas now (None: they agree); collective."""
         if self.env.world_size == 1:
-            return
+            return None
         named = self._named_state()
         mine = guards.checksums([t for _, t in named]).to(self._device)
-        rows = gather(mine, self.env.world_size)
+        rows = gather(mine, self.env.world_size).cpu()
         differs = (rows != rows[0]).any(dim=0).nonzero().flatten().tolist()
-        if differs:
-            name = named[differs[0]][0]
-            workers = [w for w in range(self.env.world_size) if rows[w, differs[0]] != rows[0, differs[0]]]
-            raise DivergenceError(
-                f"stint: the replicas diverged before step {self.step}: {name} differs between worker 0 "
-                f"and worker(s) {workers} ({len(differs)} tensor(s) differ). Something changed state "
-                "outside the micro-batch loop on some workers only, or ran with other settings.")
+        if not differs:
+            return None
+        first = differs[0]
+        workers = [w for w in range(self.env.world_size) if rows[w, first] != rows[0, first]]
+        names = [named[i][0] for i in differs]
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        message = (f"stint: the replicas diverged before step {self.step}: {names[0]} differs between "
+                   f"worker 0 and worker(s) {workers} ({len(differs)} tensor(s) differ: {shown}). ")
+        return Divergence(message, [named[i][1] for i in differs], _majority(rows))
+
+    def _checkpoint_agreed(self, background: bool = False) -> None:
+        """A checkpoint of state every worker agrees on (all workers call this).
+
+        The replicas are compared first (unless ``check_every`` is None). If they differ and a
+        strict majority of workers agree, every worker takes the majority's copy of the tensors
+        that differ and that state is checkpointed; with no majority nothing is written and the
+        last checkpoint stays the newest. Either way the job then fails with DivergenceError
+        naming the tensors: the executor restarts it from the last agreed state.
+        """
+        found = self._divergence() if self.check_every is not None else None
+        if found is None:
+            self._checkpoint(background=background)
+            return
+        self._wait_for_write()  # the last agreed checkpoint, if still being written, is made durable
+        if found.majority and self.store is not None:
+            self._adopt(found.tensors, src=found.majority[0])
+            self._checkpoint()
+            kept = (f"the checkpoint of step {self.step} holds the state of the majority, worker(s) "
+                    f"{found.majority}.")
+        elif self.checkpoint_step is not None:
+            kept = f"no checkpoint was written: step {self.checkpoint_step}'s is the last agreed state."
+        else:
+            kept = "no checkpoint was written (no majority, or no checkpoint directory)."
+        self._close()
+        raise DivergenceError(found.message + kept + _DIVERGENCE_HINT)
+
+    def _adopt(self, tensors: list[torch.Tensor], src: int) -> None:
+        """Every worker takes worker ``src``'s copy of ``tensors`` (in place)."""
+        with torch.no_grad():
+            for t in tensors:
+                dist.broadcast(t, src=src)
 
     def _named_state(self) -> list[tuple[str, torch.Tensor]]:
+        if self._sharded is not None:  # parameters and optimizer state are shards, not replicas
+            return [(f"{n}.{k}", b) for n, m in self._modules.items() for k, b in m.named_buffers()]
         named = [(f"{n}.{k}", t) for n, m in self._modules.items() for k, t in m.state_dict().items()
                  if isinstance(t, torch.Tensor)]
         for n, o in self.tracked.items():
@@ -439,12 +603,15 @@ class Job:
         if self.store is None or self.checkpoint_step == self.step:
             return
         t0 = self._clock()
-        rngs = self._swapper.states()
+        rngs, ranks = self._swapper.states(), self._rank_counters
         if self.env.world_size > 1:
             parts: list[Any] = [None] * self.env.world_size if self.env.rank == 0 else []
-            dist.gather_object(rngs, parts if self.env.rank == 0 else None, dst=0)
-            rngs = {lr: s for part in parts for lr, s in part.items()} if self.env.rank == 0 else {}
-        self._write(rngs, background)
+            dist.gather_object((rngs, ranks, self.counters), parts if self.env.rank == 0 else None, dst=0)
+            rngs = {lr: s for part in parts for lr, s in part[0].items()} if self.env.rank == 0 else {}
+            ranks = {lr: c for part in parts for lr, c in part[1].items()} if self.env.rank == 0 else {}
+            if self.env.rank == 0:
+                self._warn_counters([part[2] for part in parts])
+        self._write(rngs, ranks, background)
         cost = self._clock() - t0  # what the job was blocked for: Daly's C
         self.checkpoint_stall = cost
         self._cost = cost if self._cost is None else 0.5 * self._cost + 0.5 * cost
@@ -452,15 +619,37 @@ class Job:
         self._last_ckpt_clock, self._last_ckpt_step = self._clock(), self.step
         self._write_status("running", force=True)
 
-    def _write(self, rngs: dict[int, Any], background: bool) -> None:
+    def _warn_counters(self, every: list[dict[str, Any]]) -> None:
+        """Warn (once per job) when a worker's ``counters`` differ from worker 0's: only worker
+        0's are saved, so such a count (e.g. one made in the micro-batch loop) would depend on P."""
+        if self._counters_warned:
+            return
+        for w, theirs in enumerate(every):
+            differs = sorted(k for k in set(every[0]) | set(theirs) if every[0].get(k) != theirs.get(k))
+            if differs:
+                self._counters_warned = True
+                k = differs[0]
+                _warn(f"counters[{k!r}] differs between workers (worker 0: {every[0].get(k)!r}, worker {w}: "
+                      f"{theirs.get(k)!r}): only worker 0's counters are saved. Count per logical rank "
+                      "with init(rank_counters=...) and job.rank_counters inside the micro-batch loop.")
+                return
+
+    def _write(self, rngs: dict[int, Any], ranks: dict[int, dict[str, Any]], background: bool) -> None:
         """This worker's share of the job's state (after any write still in flight)."""
         assert self.store is not None
         self._wait_for_write()
-        state: dict[str, Any] = {"tracked": {name: obj.state_dict() for name, obj in self.tracked.items()}}
+        state: dict[str, Any] = {"tracked": {name: self._state_dict(obj) for name, obj in self.tracked.items()}}
+        owners: dict[int, int] | None = None
+        if self._sharded is not None:
+            optimizer = self._sharded_optimizer()
+            state["sharded"], owners = self._sharded.state(optimizer, self._grads_pending)
+            state["sharded"]["model"] = next(iter(self._modules))
+            state["sharded"]["optimizer"] = next((n for n, o in self.tracked.items() if o is optimizer), None)
         if self._grads_pending:  # accumulation across steps: the gradients are part of the state
             state["grads"] = [p.grad for p in self._params]
         # What worker 0 alone holds (the user's counters, every logical rank's RNG state).
-        private = {"counters": self.counters, "rng": rngs} if self.is_main else None
+        private = ({"counters": self.counters, "rng": rngs, "rank_counters": ranks,
+                    "param_names": self._param_names()} if self.is_main else None)
         meta = {
             "job_id": self.env.job_id,
             "logical_world_size": self.env.logical_world_size,
@@ -468,14 +657,16 @@ class Job:
             "settings": guards.settings(),
             "cut_at": time.time(),  # wall clock when the cut was reached (diagnostics)
         }
-        cut = self.store.cut(state, private, writers=self.env.world_size)
         store, step, peers = self.store, self.step, self._peers
+        cut = _without_gc(lambda: store.cut(state, private, writers=self.env.world_size, owners=owners))
         if not background:
             self.last_save = store.write(step, cut, meta, peers)
             return
         # A private copy of this worker's share: training mutates the originals. The copies go
         # into the buffers of the last snapshot (its write is done by now): a memcpy, no page faults.
-        snapshot = cut.staged(self.env.rank, self._staging)
+        # The cut and the copy make tens of thousands of small objects with many small tensors: no
+        # garbage collection meanwhile (a full one costs 0.3 s with torch loaded: benchmarks/RESULTS.md).
+        snapshot = _without_gc(lambda: cut.staged(self.env.rank, self._staging))
 
         def persist() -> None:
             try:  # the cut's keys, from the originals, tell what changed (frozen layers are not rewritten)
@@ -485,6 +676,40 @@ class Job:
 
         self._in_flight = threading.Thread(target=persist, name="stint-checkpoint", daemon=True)
         self._in_flight.start()
+
+    def _state_dict(self, obj: Any) -> Any:
+        """What is saved of a tracked object: its state dict, but with shard=True the model's
+        buffers only and a mark for its optimizer (their shards are saved by the engine)."""
+        if self._sharded is None:
+            return obj.state_dict()
+        if isinstance(obj, torch.optim.Optimizer):
+            return {"sharded": True}
+        if isinstance(obj, torch.nn.Module):
+            params = {n for n, _ in obj.named_parameters()}
+            return {k: v for k, v in obj.state_dict().items() if k not in params}
+        return obj.state_dict()
+
+    def _sharded_optimizer(self) -> torch.optim.Optimizer | None:
+        found = [o for o in self.tracked.values() if isinstance(o, torch.optim.Optimizer)]
+        if len(found) > 1:
+            raise ValueError("stint: shard=True supports one optimizer")
+        return found[0] if found else None
+
+    def _param_names(self) -> dict[str, list[str]]:
+        """Each tracked optimizer's parameters by name, in its state dict's order: the names
+        DCP's optimizer state dicts use (``stint.export_dcp``). Parameters of one tracked module
+        are named as in it; of several, ``"<init keyword>.<name>"`` (as an ``nn.ModuleDict`` of
+        the tracked modules names them)."""
+        named = {id(p): (m, n) for m, module in self._modules.items() for n, p in module.named_parameters()}
+        out: dict[str, list[str]] = {}
+        if self._sharded is not None:
+            return out
+        for name, o in self.tracked.items():
+            if isinstance(o, torch.optim.Optimizer):
+                where = [named.get(id(p), ("?", "?")) for g in o.param_groups for p in g["params"]]
+                one = len({m for m, _ in where}) == 1
+                out[name] = [n if one else f"{m}.{n}" for m, n in where]
+        return out
 
     def _wait_for_write(self) -> None:
         if self._in_flight is not None:
@@ -510,8 +735,19 @@ class Job:
         if missing:
             raise JobEnvError(f"{ckpt.path}: tracked objects differ from init(): {sorted(missing)}")
         for name, obj in self.tracked.items():
-            obj.load_state_dict(state["tracked"][name])
+            if self._sharded is None:
+                obj.load_state_dict(state["tracked"][name])
+            elif isinstance(obj, torch.nn.Module):
+                obj.load_state_dict(state["tracked"][name], strict=False)  # buffers: the shards follow
+            elif not isinstance(obj, torch.optim.Optimizer):
+                obj.load_state_dict(state["tracked"][name])
+        if self._sharded is not None:
+            if "sharded" not in state:
+                raise JobEnvError(f"{ckpt.path}: written without shard=True; this job shards its model")
+            self._sharded.load(state["sharded"], self._sharded_optimizer())
         self.counters.update(state["counters"])
+        saved = state.get("rank_counters") or {}
+        self._rank_counters = {lr: dict(self._rank_template, **saved.get(lr, {})) for lr in self.env.logical_ranks}
         for p, g in zip(self._params, state.get("grads") or [], strict=False):
             p.grad = None if g is None else g.to(p.device)
         self._grads_pending = "grads" in state
@@ -575,13 +811,18 @@ class Job:
                 b.copy_(flat[offset : offset + b.numel()].view_as(b))
                 offset += b.numel()
 
-    def _close(self) -> None:
+    def _close(self, finished: bool = False) -> None:
+        """Release the job's threads, loader and groups. ``finished`` (the training loop ended):
+        the stop handlers stay armed, so a stop that lands in the epilogue is not fatal."""
         self._wait_for_write()
         if self._loader is not None:
             self._loader.close()
         guards.observe(None)
-        signals.disarm()
-        signals.reset()
+        if finished:
+            signals.finished(speak=self.is_main)
+        else:
+            signals.disarm()
+            signals.reset()
         if self._peers is not None:
             self._peers.close()
             self._peers = None
@@ -598,6 +839,7 @@ class Job:
         body = {
             "state": state,
             "step": self.step,
+            "total_steps": self._total,  # the loop's last step + 1, once known (None before)
             "checkpoint_step": self.checkpoint_step,
             "rank": self.env.rank,
             "world_size": self.env.world_size,
@@ -606,6 +848,30 @@ class Job:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(body))
         os.replace(tmp, path)
+
+
+_DIVERGENCE_HINT = (" Something changed state outside the micro-batch loop on some workers only, or ran "
+                    "with other settings.")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Replicas that differ: the message naming what differs, those tensors (this worker's
+    copies, in the order compared), and the workers of the strict majority that agree (or [])."""
+
+    message: str
+    tensors: list[torch.Tensor]
+    majority: list[int]
+
+
+def _majority(rows: torch.Tensor) -> list[int]:
+    """The workers whose checksum rows agree with more than half of the workers' (or [])."""
+    keys = [tuple(r.tolist()) for r in rows]
+    for key in dict.fromkeys(keys):
+        agreeing = [w for w, k in enumerate(keys) if k == key]
+        if 2 * len(agreeing) > len(keys):
+            return agreeing
+    return []
 
 
 def backend_for(device: torch.device) -> str:
@@ -631,6 +897,17 @@ def _unique(tensors: Iterator[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
+def _without_gc(work: Callable[[], T]) -> T:
+    """``work()`` with the garbage collector paused (if it was running)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        return work()
+    finally:
+        if running:
+            gc.enable()
+
+
 def _copy_into(targets: list[torch.Tensor], sources: list[torch.Tensor]) -> None:
     with torch.no_grad():
         for t, s in zip(targets, sources):
@@ -647,8 +924,10 @@ def init(
     final_checkpoint: bool = True,
     background: bool = True,
     counters: dict[str, Any] | None = None,
+    rank_counters: dict[str, Any] | None = None,
     check_every: int | None = 100,
     exchange: str = "auto",
+    shard: bool = False,
     **tracked: Any,
 ) -> Job:
     """Join the job described by the STINT_* environment and resume it if it has a checkpoint.
@@ -656,17 +935,22 @@ def init(
     Every other keyword names an object to checkpoint (model, optimizer, LR scheduler,
     GradScaler: anything with ``state_dict``/``load_state_dict``). ``counters``: a dict of
     picklable user values; the job saves that very dict (later changes included) and restores it
-    in place on resume. ``logical_world_size`` and ``ckpt_dir`` apply when the
+    in place on resume; it is worker 0's (a count that differs per worker warns at checkpoints).
+    ``rank_counters``: a dict of picklable start values copied for every logical rank:
+    ``job.rank_counters`` inside the micro-batch loop, saved per logical rank (the same on any
+    P); ``job.rank_counters_total(name)`` sums one over the L ranks. ``logical_world_size`` and ``ckpt_dir`` apply when the
     environment does not set them (running by hand); without a checkpoint directory the job
     runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
     are written on a thread from an in-memory snapshot (preemption and final ones never are).
     ``check_every``: compare the replicas' checksums every that many steps and at every
     checkpoint (None: never). ``exchange``: "auto" (by gradient size), "sharded" or "gathered";
-    all give the same bits.
+    all give the same bits. ``shard``: shard the (one) tracked model's parameters, gradients and
+    optimizer state by logical rank (ZeRO-3 style, stint.torch.sharded); the same bits on any P.
     """
     env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
     return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
-               background=background, counters=counters, check_every=check_every, exchange=exchange)
+               background=background, counters=counters, rank_counters=rank_counters,
+               check_every=check_every, exchange=exchange, shard=shard)
 
 
 def rendezvous_store(addr: str, port: int, world_size: int, is_master: bool,

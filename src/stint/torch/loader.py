@@ -27,6 +27,43 @@ if TYPE_CHECKING:
     from stint.torch.job import Job
 
 Key = tuple[int, int, int]  # (step, logical rank, dataset index)
+# DataLoader keywords passed through as they are (after num_workers, collate_fn, pin_memory).
+PASSED = ("timeout", "worker_init_fn", "multiprocessing_context", "prefetch_factor", "persistent_workers",
+          "pin_memory_device")
+# The others: what the job decides itself, and why.
+DECIDED = {
+    "sampler": "sampler= is the job's (the global batch of step s is a pure function of the seed and s)",
+    "batch_sampler": "batch_sampler= is the job's (each logical rank's slice of the step's global batch)",
+    "dataset": "dataset is the first argument",
+}
+
+
+def dataloader_options(dataloader_args: dict[str, Any], seed: int | None) -> tuple[dict[str, Any], int | None]:
+    """The keywords for ``DataLoader`` among ``job.loader``'s extra ones, and the shuffle seed (a
+    ``generator``'s initial seed); raise naming a keyword the job cannot honour or does not know."""
+    args = dict(dataloader_args)
+    for name, why in DECIDED.items():
+        if name in args:
+            raise TypeError(f"job.loader: {why}; pass a map-style dataset and batch_size")
+    if args.pop("drop_last", True) is not True:
+        raise ValueError("job.loader: drop_last=False: the job's global batches are whole (each split evenly "
+                         "over the logical ranks), so the last partial batch is always dropped")
+    if args.get("in_order", True) is not True:
+        raise ValueError("job.loader: in_order=False would hand micro-batches out of step order; "
+                         "the job's batches come in order")
+    args.pop("in_order", None)
+    generator = args.pop("generator", None)
+    if generator is not None:
+        if seed is not None:
+            raise ValueError("job.loader: generator= and seed= both set the shuffle seed; pass one")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"job.loader: generator= must be a torch.Generator, got {type(generator).__name__}")
+        seed = generator.initial_seed()  # the shuffle is the job's, seeded as the generator was
+    for name in args:
+        if name not in PASSED:
+            raise TypeError(f"job.loader: {name}= is no DataLoader keyword stint.torch knows "
+                            f"(it passes {', '.join(PASSED)})")
+    return args, seed
 
 
 class _Keyed(Dataset[tuple[Key, Any]]):
@@ -97,6 +134,8 @@ class Loader:
             raise TypeError("job.loader: an IterableDataset has no index to seed and resume from; "
                             "pass a map-style dataset (with __len__ and __getitem__)")
         lws = job.env.logical_world_size
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise TypeError(f"job.loader: batch_size={batch_size!r} must be the global batch, a positive int")
         if batch_size % lws:
             raise ValueError(f"job.loader: batch_size={batch_size} (the global batch) is not divisible "
                              f"by the {lws} logical ranks")

@@ -3,7 +3,8 @@
 Every logical rank owns its own streams, so dropout masks and augmentations of logical rank l are
 the same whichever physical worker hosts it, and a resize does not change them. Outside the
 micro-batch loop the live generators are the job's *outside* stream, reseeded from (seed, step)
-at every step boundary (:func:`seed_outside`): draws there (a DataLoader iterator's base seed, an
+at every step boundary (:func:`seed_outside`) and after every micro-batch loop
+(:func:`seed_after_loop`): draws there (a DataLoader iterator's base seed, an
 eval loop, user code) can neither shift a logical rank's stream nor depend on P or on a resume.
 """
 
@@ -57,6 +58,12 @@ def seed_all(s: int) -> None:
 def seed_outside(seed: int, step: int) -> None:
     """The outside stream of the boundary before ``step``: a pure function of (seed, step)."""
     seed_all(mix(seed, step, 0x0475))
+
+
+def seed_after_loop(seed: int, step: int) -> None:
+    """The outside stream after step ``step``'s micro-batch loop: a pure function of (seed, step),
+    so that draws there do not come from the last hosted logical rank's stream (which depends on P)."""
+    seed_all(mix(seed, step, 0x0476))
 
 
 def _cuda_live() -> bool:

@@ -2,10 +2,13 @@
 
 Under the control plane (``STINT_CKPT_DIR`` set) the handlers are armed when ``stint.torch`` is
 imported, so a request that arrives while the script is still building its model is not lost.
+Once the training loop has ended (:func:`finished`) they stay armed: a request that lands then
+(the job is done, only its epilogue runs) is noted, never fatal, so the process exits 0 once.
 """
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
@@ -13,7 +16,7 @@ from types import FrameType
 from typing import Any
 
 SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
-_state: dict[str, Any] = {"requested": False, "previous": {}}
+_state: dict[str, Any] = {"requested": False, "previous": {}, "note_at_exit": False}
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -49,3 +52,19 @@ def request() -> None:
 def reset() -> None:
     """Forget a past request (a new Job in the same process starts clean)."""
     _state["requested"] = False
+
+
+def finished(speak: bool) -> None:
+    """The training loop has ended: forget past requests and keep the handlers, so that a stop
+    landing in the epilogue neither kills the process nor relaunches a finished job. ``speak``:
+    at exit, say on stderr that one landed (the job's main worker: once per job)."""
+    _state["requested"] = False
+    if speak and not _state["note_at_exit"] and _state["previous"]:
+        _state["note_at_exit"] = True
+        atexit.register(_note_late_request)
+
+
+def _note_late_request() -> None:
+    if _state["requested"]:
+        print("stint: stop requested after the training loop ended: the job finishes (exit 0)",
+              file=sys.stderr, flush=True)

@@ -122,6 +122,19 @@ class Item:
     members: list[Member]
     key: tuple[Any, ...]  # where the source lives and its version: equal keys suggest equal bytes
     writer: int
+    # A pack not joined yet: its tensors' bytes, joined into ``data`` only when written or hashed
+    # (a background snapshot copies them into its buffer directly: one copy, none on the cut).
+    views: list[memoryview] | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(len(v) for v in self.views) if self.views is not None else len(self.data)
+
+    def joined(self) -> memoryview | bytes:
+        """The item's bytes in one buffer (a pack is joined once, on first use)."""
+        if self.views is not None:
+            self.data, self.views = memoryview(b"".join(self.views)), None
+        return self.data
 
 
 @dataclass(frozen=True)
@@ -145,10 +158,15 @@ class Cut:
             item = items[n]
             if not item.members:
                 continue  # the skeleton: bytes, a copy already
-            src = torch.frombuffer(item.data, dtype=torch.uint8) if len(item.data) else torch.empty(0, dtype=torch.uint8)
             old = buffers.get(n)
-            dst = old if old is not None and old.numel() == src.numel() else torch.empty_like(src)
-            dst.copy_(src)
+            dst = old if old is not None and old.numel() == item.size else torch.empty(item.size, dtype=torch.uint8)
+            if item.views is not None:  # a pack: its tensors' bytes straight into the buffer
+                out, at = dst.numpy().data if item.size else memoryview(bytearray()), 0
+                for v in item.views:
+                    out[at : at + len(v)] = v
+                    at += len(v)
+            elif item.size:
+                dst.copy_(torch.frombuffer(item.data, dtype=torch.uint8))
             buffers[n] = dst
             items[n] = Item(dst.numpy().data if dst.numel() else memoryview(b""), item.members, item.key,
                             item.writer)
@@ -253,7 +271,7 @@ class CheckpointStore:
         return self.write(step, self.cut(state, sources=sources), meta)
 
     def cut(self, state: Any, private: dict[str, Any] | None = None, writers: int = 1,
-            sources: list[torch.Tensor] | None = None) -> Cut:
+            sources: list[torch.Tensor] | None = None, owners: dict[int, int] | None = None) -> Cut:
         """Cut ``state`` (the same on every writer) and ``private`` (worker 0's alone; a checkpoint
         holds ``state`` updated with it, so both are dicts then) into items for ``writers``.
 
@@ -261,6 +279,11 @@ class CheckpointStore:
         was copied from, in the order its tensors are pickled. They, not the copies, tell which
         tensors changed since the last save, so unchanged ones (frozen layers) are deduplicated,
         not written again. Only a write-ahead guess rests on them; content is always hashed.
+
+        ``owners``: tensors of ``state`` that one writer alone holds (sharded state), by ``id()``,
+        to that writer. Each is cut into items of its own, written by its owner; the other
+        writers pass a stand-in of the same dtype and shape (a ``meta`` tensor: no bytes), whose
+        items they never read.
         """
         if writers < 1:
             raise ValueError(f"writers={writers}: at least one")
@@ -269,13 +292,18 @@ class CheckpointStore:
         keys = sources if sources is not None else shared
         if len(keys) != len(shared):
             raise ValueError(f"sources: {len(keys)} tensors for a state of {len(shared)}")
+        owners = owners or {}
+        owned = {i: owners[id(t)] for i, t in enumerate(shared) if id(t) in owners}
         items = [Item(parts.skeleton, [], (), 0)]
-        items += self._items(shared, keys, 0)
-        dealt = sum(len(item.data) for item in items[1:])
+        rest = [i for i in range(len(shared)) if i not in owned]  # replicated: dealt by bytes
+        items += self._items([shared[i] for i in rest], [keys[i] for i in rest], 0, rest)
+        dealt = sum(item.size for item in items[1:])
         start = 0
         for item in items[1:]:  # contiguous ranges by bytes: item -> the range holding its middle
-            item.writer = min(writers - 1, (start + len(item.data) // 2) * writers // max(dealt, 1))
-            start += len(item.data)
+            item.writer = min(writers - 1, (start + item.size // 2) * writers // max(dealt, 1))
+            start += item.size
+        for i, writer in owned.items():
+            items += self._owned_items(shared[i], keys[i], i, writer)
         private_tensors = parts.tensors[parts.first_tensors :]
         items += self._items(private_tensors, private_tensors, len(shared))  # worker 0's
         signature = hashlib.sha256(parts.skeleton[: parts.first_bytes])
@@ -283,29 +311,48 @@ class CheckpointStore:
         return Cut(items, [(str(t.dtype), tuple(t.shape)) for t in parts.tensors], writers,
                    signature.hexdigest())
 
-    def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int) -> list[Item]:
-        """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt)."""
+    def _items(self, tensors: list[torch.Tensor], sources: list[torch.Tensor], first: int,
+               indices: list[int] | None = None) -> list[Item]:
+        """Pieces of the large tensors, packs of the small ones, in order (worker 0's until dealt).
+        Tensor i is the state's tensor ``first + i`` (or ``indices[i]``)."""
         items: list[Item] = []
         views = [codec.tensor_bytes(t) for t in tensors]
         size = min(PIECE, max(MIN_ITEM, sum(len(v) for v in views) // ITEMS))  # the same for any P
-        pack, packed, pack_keys = bytearray(), [], []
+        pack: list[memoryview] = []
+        packed: list[Member] = []
+        pack_keys: list[Any] = []
+        filled = 0
         for i, (data, src) in enumerate(zip(views, sources)):
-            index = first + i
+            index = first + i if indices is None else indices[i]
             if len(data) >= size:
                 step = -(-len(data) // max(1, len(data) // size))  # pieces of size .. 2 * size bytes
                 for at in range(0, len(data), step):
                     piece = data[at : at + step]
                     items.append(Item(piece, [(index, 0, len(piece), at)], (self._key(src), at), 0))
                 continue
-            packed.append((index, len(pack), len(data), 0))
+            packed.append((index, filled, len(data), 0))
             pack_keys.append(self._key(src))
-            pack += data
-            if len(pack) >= size:
-                items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
-                pack, packed, pack_keys = bytearray(), [], []
+            pack.append(data)
+            filled += len(data)
+            if filled >= size:
+                items.append(Item(memoryview(b""), packed, tuple(pack_keys), 0, pack))
+                pack, packed, pack_keys, filled = [], [], [], 0
         if packed:
-            items.append(Item(memoryview(pack), packed, tuple(pack_keys), 0))
+            items.append(Item(memoryview(b""), packed, tuple(pack_keys), 0, pack))
         return items
+
+    @staticmethod
+    def _owned_items(t: torch.Tensor, key: torch.Tensor, index: int, writer: int) -> list[Item]:
+        """Tensor ``index`` in pieces of at most PIECE bytes, for ``writer``; a stand-in (``meta``)
+        gives the same pieces with no bytes."""
+        nbytes = t.numel() * t.element_size()
+        data = memoryview(b"") if t.is_meta else codec.tensor_bytes(t)
+        count = max(1, -(-nbytes // PIECE))
+        step = max(1, -(-nbytes // count))
+        pieces = [(at, min(step, nbytes - at)) for at in range(0, nbytes, step)] or [(0, 0)]
+        key_of = (lambda at: ()) if t.is_meta else (lambda at: (CheckpointStore._key(key), at))
+        return [Item(data[at : at + n] if not t.is_meta else memoryview(b""), [(index, 0, n, at)], key_of(at),
+                     writer) for at, n in pieces]
 
     @staticmethod
     def _key(t: torch.Tensor) -> tuple[int, int, int]:
@@ -364,7 +411,7 @@ class CheckpointStore:
         if outcome:
             raise RuntimeError(f"checkpoint of step {step} not written: {outcome}")
         assert part is not None
-        total = sum(len(item.data) for item in cut.items)
+        total = len(cut.items[0].data) + sum(m[2] for item in cut.items for m in item.members)
         return SaveStats(step, total, part.bytes_written, len(cut.items), part.blobs_written,
                          time.perf_counter() - t0)
 
@@ -417,12 +464,12 @@ class CheckpointStore:
         """
         mine = cut.mine(rank)
         items = [cut.items[n] for n in mine]
-        early = {n: out.submit(item.data) for n, item in zip(mine, items)
+        early = {n: out.submit(item.joined()) for n, item in zip(mine, items)
                  if item.members and item.key not in self._last_keys}
         self._last_keys = {item.key for item in items}
         # The disk writes the changed blobs out while the hashes finish; the final fsync is then short.
         flushed = out.flush() if early else None
-        hashing = [self._hasher.submit(_sha256, item.data) for item in items]  # in order, 2 at a time
+        hashing = [self._hasher.submit(_sha256, item.joined()) for item in items]  # in order, 2 at a time
         known = self._known_blobs(before=step)
         own: dict[str, int] = {}  # hash -> the item this file holds it as
         blobs: dict[str, dict[str, Any]] = {}  # hash -> where an older file holds it
@@ -436,15 +483,15 @@ class CheckpointStore:
                 blobs[h] = known[h]
                 continue
             if n not in early:
-                appended[n] = out.submit(item.data)
+                appended[n] = out.submit(item.joined())
             own[h] = n
         for h, n in own.items():
-            blobs[h] = {"file": name, "offset": appended[n].result(), "size": len(cut.items[n].data)}
+            blobs[h] = {"file": name, "offset": appended[n].result(), "size": cut.items[n].size}
         for f in appended.values():
             f.result()  # surface write errors; early copies that went unused still count as written
         if flushed is not None:
             flushed.result()
-        written = sum(len(cut.items[n].data) for n in appended)
+        written = sum(cut.items[n].size for n in appended)
         return _Part(rank, cut.signature, hashes, blobs, written, len(appended))
 
     def _known_blobs(self, before: int) -> dict[str, dict[str, Any]]:
@@ -508,7 +555,8 @@ class CheckpointStore:
             wait(reads)  # the I/O thread may still be reading when a hash fails
             for f in files.values():
                 f.close()
-        tensors = [_tensor(m, buffers) for m in ckpt.manifest["tensors"]]
+        viewed: set[tuple[str, int]] = set()
+        tensors = [_tensor(m, buffers, viewed) for m in ckpt.manifest["tensors"]]
         skeleton = bytes(buffers[ckpt.manifest["skeleton"]])
         if ckpt.manifest["format"] == 2:
             return codec.join(skeleton, tensors)
@@ -623,14 +671,17 @@ class CheckpointStore:
         return self.root / f"step-{step:012d}.ckpt"
 
 
-def _tensor(entry: dict[str, Any], buffers: dict[str, memoryview]) -> torch.Tensor:
+def _tensor(entry: dict[str, Any], buffers: dict[str, memoryview], viewed: set[tuple[str, int]]) -> torch.Tensor:
     """One tensor of a manifest's table from the blobs read: a view of its blob when it lies in
-    one, else its pieces joined (format 2: ``blob``, ``offset``, ``nbytes``; 3: ``parts``)."""
+    one, else its pieces joined (format 2: ``blob``, ``offset``, ``nbytes``; 3: ``parts``).
+    Tensors of equal content share one blob: a place already viewed by a tensor (``viewed``) is
+    copied, so no two loaded tensors share memory (an optimizer would step them twice)."""
     parts = entry["parts"] if "parts" in entry else [[entry["blob"], entry["offset"], entry["nbytes"]]]
     nbytes = sum(n for _, _, n in parts)
     meta = codec.TensorMeta("", 0, nbytes, entry["dtype"], tuple(entry["shape"]))
-    if len(parts) == 1:
+    if len(parts) == 1 and (parts[0][0], parts[0][1]) not in viewed:
         h, offset, _ = parts[0]
+        viewed.add((h, offset))
         return codec.tensor_from(buffers[h], dataclasses.replace(meta, blob=h, offset=offset))
     joined = bytearray(nbytes)
     at = 0
