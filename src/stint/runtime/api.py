@@ -148,9 +148,10 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
         spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
-        _check_limits(spec, store.live_usage(who.user_id), settings.limits.of(who.name),
-                      settings.limits.key_of(who.name))
-        return out(store.add_job(spec, who, settings.clock()), who)
+        limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
+        job = store.add_job(spec, who, settings.clock(),
+                            check=lambda usage: _check_limits(spec, usage, limits, key))
+        return out(job, who)
 
     @app.get("/v1/jobs")
     def list_jobs(
