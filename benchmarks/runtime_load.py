@@ -17,6 +17,9 @@
    submission (its ``/proc`` utime + stime over the run). ``--trees NAME=SRC,...`` serves from
    each source tree in turn (``PYTHONPATH``) in the same run: before and after a change.
 
+5. ``--only array``: one ``POST /v1/arrays`` of ``--jobs`` tasks (default 10,000) to a real
+   ``stint serve`` on SQLite and on PostgreSQL: seconds until it is accepted (all committed).
+
 Usage: .venv/bin/python benchmarks/runtime_load.py [--jobs 10000] [--policies fifo,tiresias]
        [--only submit|pass|keepalive|clients] [--tick 0.1] [--clients 1,8] [--trees ...]
 ``GET /v1/health`` through the same server and client is printed first as a baseline: the machine
@@ -296,6 +299,31 @@ def clients_bench(n: int, root: Path, counts: list[int], trees: list[tuple[str, 
                 print(f"submit {db:<10} clients={clients}  tree={name:<7} {line}", flush=True)
 
 
+def array_accept(n: int, root: Path, pg: str | None, tick: float) -> None:
+    """Seconds to accept one array of ``n`` tasks, SQLite and PostgreSQL, fresh servers."""
+    def one(where: Path, url: str) -> float:
+        serve = ServeProc(where / "data", url, "--tick", str(tick))
+        serve.start()
+        try:
+            with serve.client() as c:
+                t0 = time.perf_counter()
+                got = c.submit_array(f"0-{n - 1}", None, command=["sleep", "60{i}"], gpus=4)
+                took = time.perf_counter() - t0
+                assert got["tasks"] == n and len(c.array_jobs(got["array_id"])) == n
+        finally:
+            serve.stop()
+            kill_leftover_workers(serve.data_dir)
+        return took
+
+    sqlite = f"sqlite:///{root / 'arr.db'}"
+    print(f"array  sqlite     tasks={n}  accepted in {one(root / 'arr-sqlite', sqlite):.2f} s",
+          flush=True)
+    if pg:
+        with pg_schema(pg) as url:
+            print(f"array  postgresql tasks={n}  accepted in {one(root / 'arr-pg', url):.2f} s",
+                  flush=True)
+
+
 def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
     from stint.policies import make
     from stint.runtime.controller import Controller, ControllerConfig
@@ -333,7 +361,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--policies", default="fifo,tiresias")
-    ap.add_argument("--only", choices=["submit", "pass", "keepalive", "clients"], default=None)
+    ap.add_argument("--only", choices=["submit", "pass", "keepalive", "clients", "array"], default=None)
     ap.add_argument("--clients", default="1,8", help="--only clients: the client counts")
     ap.add_argument("--trees", default="", help="--only clients: NAME=SRC,... served in turn "
                     "(default: this interpreter's stint)")
@@ -354,6 +382,9 @@ def main() -> None:
         if args.only == "keepalive":
             print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
             return keepalive(args.jobs, root / "keepalive", args.tick)
+        if args.only == "array":
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            return array_accept(args.jobs, root, args.pg or None, args.tick)
         if args.only == "clients":
             print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
             trees = [(t.split("=", 1)[0], t.split("=", 1)[1]) for t in args.trees.split(",") if t]

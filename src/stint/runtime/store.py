@@ -454,6 +454,65 @@ class Store:
             self.usage.done(caller.user_id, 1, spec.max_gpus)
         return Job(id=job_id, **values)
 
+    def add_array(self, spec: NewJob, caller: Caller, now: float, indices: range,
+                  parallel: int | None = None, check: Check | None = None) -> list[int]:
+        """Insert a job array in one transaction: a queued task of ``spec`` per index, ``{i}``
+        in its command replaced by the index; the array's id is its first task's job id. Returns
+        the tasks' job ids in index order. ``check`` as for ``add_job``, for every task at once."""
+        n, gpus = len(indices), len(indices) * spec.max_gpus
+        base = _job_values(spec, caller, now)
+        base.update(array_parallel=parallel)
+        rows = []
+        for i in indices:
+            command = [arg.replace("{i}", str(i)) for arg in spec.command]
+            rows.append({**base, "command": json.dumps(command), "array_index": i})
+        if check is not None:
+            self.usage.reserve(caller.user_id, n, gpus, check)
+        try:
+            with self.engine.begin() as conn:
+                first = conn.execute(_INSERT_JOB, rows[0]).scalar_one()
+                conn.execute(update(Job).where(Job.id == first).values(array_id=first))
+                for row in rows:
+                    row["array_id"] = first
+                _insert_many(conn, "jobs", rows[1:])
+                ids = list(conn.scalars(select(Job.id).where(Job.array_id == first)
+                                        .order_by(Job.array_index)))
+                reason = f"submitted by {caller.name} (array {first})"
+                _insert_many(conn, "transitions", [
+                    {"job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now,
+                     "attempt": 0, "reason": reason} for job_id in ids])
+        except BaseException:
+            if check is not None:
+                self.usage.release(caller.user_id, n, gpus)
+            raise
+        if check is not None:
+            self.usage.done(caller.user_id, n, gpus)
+        return ids
+
+    def array_tasks(self, array_id: int, caller: Caller) -> list[Job]:
+        """The tasks of an array ``caller`` may see, in index order (none: no such array)."""
+        q = select(Job).where(Job.array_id == array_id).order_by(Job.array_index)
+        if not caller.is_admin:
+            q = q.where(Job.user_id == caller.user_id)
+        with self.read() as s:
+            return list(s.scalars(q))
+
+    def cancel_array(self, array_id: int, caller: Caller, now: float) -> list[int]:
+        """Ask the controller to cancel every unfinished task of an array (one transaction);
+        the tasks asked."""
+        done = [str(t) for t in TERMINAL]
+        which = [Job.array_id == array_id, Job.state.not_in(done)]
+        if not caller.is_admin:
+            which.append(Job.user_id == caller.user_id)
+        with self.session() as s:
+            ids = list(s.scalars(select(Job.id).where(*which)))
+            if ids:
+                s.execute(update(Job).where(Job.id.in_(ids)).values(cancel_requested=True))
+                s.execute(insert(Override), [
+                    {"job_id": i, "kind": "cancel", "value": "array", "user_id": caller.user_id,
+                     "at": now} for i in ids])
+        return ids
+
     def runs_as(self, job_id: int) -> tuple[str, bool, str | None] | None:
         """The job's owner (name, admin now) and the OS account it was submitted to run as;
         None if there is no such job."""
@@ -536,6 +595,18 @@ class Store:
     def count_jobs(self) -> int:
         with self.read() as s:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
+
+
+def _insert_many(conn: Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Rows of the same keys in one driver ``executemany``: building each row's parameters
+    through SQLAlchemy costs more than the insert itself at thousands of rows (a job array)."""
+    if not rows:
+        return
+    keys = list(rows[0])
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (f"INSERT INTO {table} ({', '.join(keys)}) "
+           f"VALUES ({', '.join([mark] * len(keys))})")
+    conn.exec_driver_sql(sql, [tuple(r[k] for k in keys) for r in rows])
 
 
 def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
