@@ -208,6 +208,14 @@ class Controller:
         if report.refusals:
             self.metrics.refused.inc(len(report.refusals))
 
+    def _count(self, rec: _Recorder, jobs: dict[int, Job]) -> None:
+        """The committed transitions, in the metrics."""
+        if self.metrics is None:
+            return
+        for item in rec.items:
+            if isinstance(item, Transition) and item.job_id in jobs:
+                self.metrics.transition(item, jobs[item.job_id])
+
     def _step(self, now: float) -> StepReport:
         report = StepReport()
         # Exits are reported once; keep them until the transaction that applies them commits.
@@ -250,6 +258,7 @@ class Controller:
             waiting = {j.id: j for j in (*special, *self._targeted)}
             self._launch_targets(rec, [waiting[i] for i in sorted(waiting)], free, held, now, effects)
             self._commit(rec)
+            self._count(rec, jobs)
         except Exception:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
             raise
