@@ -11,8 +11,17 @@
    whose answers wait for delayed ACKs shows as ~20 requests/s). Requests alternate between the
    two servers so that a load change on a shared machine hits both.
 
+4. ``--only clients``: submissions from 1 and 8 clients, each its own process with one kept-alive
+   ``http.client`` connection, to a real ``stint serve`` on SQLite and on PostgreSQL
+   (``--pg URL``, a fresh schema per run): submissions/s, p50/p99, and the server's CPU time per
+   submission (its ``/proc`` utime + stime over the run). ``--trees NAME=SRC,...`` serves from
+   each source tree in turn (``PYTHONPATH``) in the same run: before and after a change.
+
+5. ``--only array``: one ``POST /v1/arrays`` of ``--jobs`` tasks (default 10,000) to a real
+   ``stint serve`` on SQLite and on PostgreSQL: seconds until it is accepted (all committed).
+
 Usage: .venv/bin/python benchmarks/runtime_load.py [--jobs 10000] [--policies fifo,tiresias]
-       [--only submit|pass|keepalive] [--tick 0.1]
+       [--only submit|pass|keepalive|clients] [--tick 0.1] [--clients 1,8] [--trees ...]
 ``GET /v1/health`` through the same server and client is printed first as a baseline: the machine
 is shared and noisy, so the ratio submit/health is the steadier figure.
 Every submitted job needs the whole 4-GPU cluster and runs `sleep`, so one job runs and the rest
@@ -198,6 +207,123 @@ def keepalive(n: int, root: Path, tick: float) -> None:
         kill_leftover_workers(serve.data_dir)
 
 
+def client_main(port: int, token: str, n: int, go: str, out: str) -> None:
+    """One client process: connect, write ``<out>.ready``, wait for the file ``go`` (so that
+    every client starts together), then ``n`` submissions one at a time on its kept-alive
+    connection; latencies to ``out``."""
+    conn = Conn(port, {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    body = json.dumps(JOB).encode()
+    conn.once("GET", "/v1/health", None, 200)  # connected before the clock starts
+    conn.latencies = []
+    Path(out + ".ready").touch()
+    while not Path(go).exists():
+        time.sleep(0.002)
+    for _ in range(n):
+        conn.once("POST", "/v1/jobs", body, 201)
+    Path(out).write_text(json.dumps({"end": time.time(), "latencies": conn.latencies}))
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process, all its threads, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def pg_schema(base: str) -> Iterator[str]:
+    """A fresh PostgreSQL schema for one run (dropped afterwards): its URL."""
+    import uuid
+
+    import psycopg
+
+    schema = f"stint_bench_{uuid.uuid4().hex[:12]}"
+    plain = base.replace("+psycopg", "")
+    with psycopg.connect(plain, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{base}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def client_run(n: int, clients: int, root: Path, db_url: str, src: str | None,
+               tick: float) -> str:
+    """``n`` submissions from ``clients`` client processes to a fresh ``stint serve``."""
+    serve = ServeProc(root / "data", db_url, "--tick", str(tick))
+    if src is not None:
+        serve.env = {**os.environ, "PYTHONPATH": src}
+    serve.start()
+    token = (serve.data_dir / "admin.token").read_text().strip()
+    assert serve.proc is not None
+    try:
+        go = root / "go"
+        outs = [root / f"client-{i}.json" for i in range(clients)]
+        procs = [subprocess.Popen([sys.executable, __file__, "--client", str(serve.port), token,
+                                   str(n // clients), str(go), str(out)]) for out in outs]
+        wait_for(lambda: all(Path(f"{o}.ready").exists() for o in outs), 300, "the clients")
+        cpu0 = cpu_s(serve.proc.pid)
+        start_at = time.time()
+        go.touch()
+        for p in procs:
+            assert p.wait(1800) == 0, "a client failed"
+        cpu1 = cpu_s(serve.proc.pid)
+        got = [json.loads(o.read_text()) for o in outs]
+        lat = [x for g in got for x in g["latencies"]]
+        wall = max(g["end"] for g in got) - start_at
+        with serve.client() as c:
+            stored = len(c.jobs())
+        assert stored == len(lat), f"{stored} jobs stored, {len(lat)} submitted"
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+    q = statistics.quantiles(lat, n=100)
+    return (f"n={len(lat)}  {len(lat) / wall:6.0f} /s  p50 {q[49] * 1e3:5.1f} ms  "
+            f"p99 {q[98] * 1e3:6.1f} ms  server CPU {(cpu1 - cpu0) / len(lat) * 1e3:.2f} ms/submission")
+
+
+def clients_bench(n: int, root: Path, counts: list[int], trees: list[tuple[str, str | None]],
+                  pg: str | None, tick: float) -> None:
+    """Every (database, clients) row for each tree, the trees interleaved row by row."""
+    dbs = ["sqlite"] + (["postgresql"] if pg else [])
+    for db in dbs:
+        for clients in counts:
+            for name, src in trees:
+                where = root / f"{db}-{clients}-{name}"
+                if db == "sqlite":
+                    line = client_run(n, clients, where, f"sqlite:///{where / 'stint.db'}", src, tick)
+                else:
+                    assert pg is not None
+                    with pg_schema(pg) as url:
+                        line = client_run(n, clients, where, url, src, tick)
+                print(f"submit {db:<10} clients={clients}  tree={name:<7} {line}", flush=True)
+
+
+def array_accept(n: int, root: Path, pg: str | None, tick: float) -> None:
+    """Seconds to accept one array of ``n`` tasks, SQLite and PostgreSQL, fresh servers."""
+    def one(where: Path, url: str) -> float:
+        serve = ServeProc(where / "data", url, "--tick", str(tick))
+        serve.start()
+        try:
+            with serve.client() as c:
+                t0 = time.perf_counter()
+                got = c.submit_array(f"0-{n - 1}", None, command=["sleep", "60{i}"], gpus=4)
+                took = time.perf_counter() - t0
+                assert got["tasks"] == n and len(c.array_jobs(got["array_id"])) == n
+        finally:
+            serve.stop()
+            kill_leftover_workers(serve.data_dir)
+        return took
+
+    sqlite = f"sqlite:///{root / 'arr.db'}"
+    print(f"array  sqlite     tasks={n}  accepted in {one(root / 'arr-sqlite', sqlite):.2f} s",
+          flush=True)
+    if pg:
+        with pg_schema(pg) as url:
+            print(f"array  postgresql tasks={n}  accepted in {one(root / 'arr-pg', url):.2f} s",
+                  flush=True)
+
+
 def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
     from stint.policies import make
     from stint.runtime.controller import Controller, ControllerConfig
@@ -235,18 +361,35 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--policies", default="fifo,tiresias")
-    ap.add_argument("--only", choices=["submit", "pass", "keepalive"], default=None)
+    ap.add_argument("--only", choices=["submit", "pass", "keepalive", "clients", "array"], default=None)
+    ap.add_argument("--clients", default="1,8", help="--only clients: the client counts")
+    ap.add_argument("--trees", default="", help="--only clients: NAME=SRC,... served in turn "
+                    "(default: this interpreter's stint)")
+    ap.add_argument("--pg", default="postgresql+psycopg://127.0.0.1:5432/test",
+                    help="--only clients: a PostgreSQL database ('' for SQLite only)")
+    ap.add_argument("--client", nargs=5, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tick", type=float, default=0.1,
                     help="controller period of the served control plane (stint serve's default: 0.5)")
     ap.add_argument("--serve-bare", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_bare is not None:
         return serve_bare(args.serve_bare)
+    if args.client is not None:
+        port, token, n, go, out = args.client
+        return client_main(int(port), token, int(n), go, out)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         if args.only == "keepalive":
             print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
             return keepalive(args.jobs, root / "keepalive", args.tick)
+        if args.only == "array":
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            return array_accept(args.jobs, root, args.pg or None, args.tick)
+        if args.only == "clients":
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            trees = [(t.split("=", 1)[0], t.split("=", 1)[1]) for t in args.trees.split(",") if t]
+            return clients_bench(args.jobs, root, [int(c) for c in args.clients.split(",")],
+                                 trees or [("this", None)], args.pg or None, args.tick)
         runs = [] if args.only == "pass" else [(1, "/v1/health"), (1, "/v1/jobs"), (4, "/v1/jobs")]
         for clients, path in runs:
             rate, lat = submissions(args.jobs, clients, root / f"c{clients}{path[4:8]}", path,

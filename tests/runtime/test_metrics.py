@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rt_helpers import ServeProc, counter_cmd, kill_leftover_workers, wait_for
 
@@ -46,3 +47,40 @@ def test_metrics_carry_jobs_gpus_actions_and_latencies(tmp_path: Path) -> None:
     routes = {lab["route"] for lab, _ in m["stint_api_request_seconds_count"]}
     assert "/v1/jobs" in routes and "/v1/jobs/{job_id}" in routes
     assert {lab["stat"] for lab, _ in m["stint_queue_wait_seconds"]} == {"max", "mean"}
+
+
+@pytest.mark.slow
+def test_alerting_series_follow_real_transitions(tmp_path: Path) -> None:
+    """Waits per tier, outcomes, preemptions and resizes by reason, GPUs held per tier, read
+    back after a job succeeded, one was preempted and resized by an operator, one cancelled."""
+    serve = ServeProc(tmp_path / "data", f"sqlite:///{tmp_path / 'stint.db'}")
+    serve.start()
+    try:
+        with serve.client() as c:
+            done = c.submit(command=counter_cmd(5, tmp_path / "a"), gpus=1, tier="premium")["id"]
+            wait_for(lambda: c.show(done)["state"] == "succeeded", 60, "the job to succeed")
+            moved = c.submit(command=counter_cmd(100000, tmp_path / "b"), gpus=2, min_gpus=1,
+                             max_gpus=2)["id"]
+            wait_for(lambda: c.show(moved)["state"] == "running", 60, "the job to run")
+            c.act(moved, "preempt", None)
+            wait_for(lambda: c.show(moved)["preemptions"] == 1 and c.show(moved)["state"]
+                     == "running", 90, "the job to be preempted and to run again")
+            c.act(moved, "resize", {"workers": 1})
+            wait_for(lambda: c.show(moved)["state"] == "running"
+                     and sum(c.show(moved)["allocation"].values()) == 1, 90, "the resize")
+            gone = c.submit(command=["sleep", "600"], gpus=4)["id"]  # waits: 1 GPU is held
+            c.act(gone, "cancel", None)
+            wait_for(lambda: c.show(gone)["state"] == "cancelled", 60, "the cancel")
+            m = _scrape(serve)
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+    waits = {lab["tier"]: v for lab, v in m["stint_job_wait_seconds_count"]}
+    assert waits["premium"] == 1 and waits["standard"] == 1  # first starts only
+    finished = {(lab["outcome"], lab["tier"]): v for lab, v in m["stint_jobs_finished_total"]}
+    assert finished == {("succeeded", "premium"): 1, ("cancelled", "standard"): 1}
+    assert {lab["reason"]: v for lab, v in m["stint_preemptions_total"]} == {"operator": 1}
+    assert {lab["reason"]: v for lab, v in m["stint_resizes_total"]} == {"operator": 1}
+    assert "stint_migrations_total" not in m or not m["stint_migrations_total"]
+    held = {lab["tier"]: v for lab, v in m["stint_gpus_held"]}
+    assert held == {"premium": 0, "standard": 1, "basic": 0}

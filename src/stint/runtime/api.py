@@ -33,6 +33,9 @@ from stint.runtime.reads import cluster_out, history_out, progress_out
 from stint.runtime.schemas import (
     MAX_ID,
     USER_NAME,
+    ArrayCancelOut,
+    ArrayIn,
+    ArrayOut,
     ClusterOut,
     HistoryOut,
     JobDetail,
@@ -148,9 +151,35 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
         spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
-        _check_limits(spec, store.live_usage(who.user_id), settings.limits.of(who.name),
-                      settings.limits.key_of(who.name))
-        return out(store.add_job(spec, who, settings.clock()), who)
+        limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
+        job = store.add_job(spec, who, settings.clock(),
+                            check=lambda usage: _check_limits(spec, usage, limits, key))
+        return out(job, who)
+
+    @app.post("/v1/arrays", status_code=201)
+    def submit_array(body: ArrayIn, who: Who) -> ArrayOut:
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
+        indices = body.indices()
+        ids = store.add_array(spec, who, settings.clock(), indices, body.array_parallel,
+                              check=lambda usage: _check_array_limits(spec, len(indices), usage,
+                                                                      limits, key))
+        return ArrayOut(array_id=ids[0], tasks=len(ids), job_ids=ids, first_index=indices[0])
+
+    @app.get("/v1/arrays/{array_id}")
+    def list_array(array_id: JobId, who: Who) -> list[JobOut]:
+        tasks = store.array_tasks(array_id, who)
+        if not tasks:
+            raise HTTPException(404, f"no job array {array_id}")
+        users = store.user_names()
+        return [JobOut.of(j, users.get(j.user_id, "?"), nodes.names(j.cluster)) for j in tasks]
+
+    @app.post("/v1/arrays/{array_id}/cancel", status_code=202)
+    def cancel_array(array_id: JobId, who: Who) -> ArrayCancelOut:
+        if not store.array_tasks(array_id, who):
+            raise HTTPException(404, f"no job array {array_id}")
+        return ArrayCancelOut(array_id=array_id,
+                              cancelling=store.cancel_array(array_id, who, settings.clock()))
 
     @app.get("/v1/jobs")
     def list_jobs(
@@ -438,6 +467,16 @@ def _check_limits(spec: NewJob, usage: tuple[int, int], limits: UserLimits, key:
         raise unprocessable("command", f"command takes {size} bytes; the most a job may have "
                             f"here is {limits.max_command_bytes}")
     _check_bounds(spec, limits, key)
+
+
+def _check_array_limits(spec: NewJob, tasks: int, usage: tuple[int, int], limits: UserLimits,
+                        key: str) -> None:
+    """The per-user limits for ``tasks`` jobs of ``spec`` at once (``_check_limits``)."""
+    jobs, gpus = usage
+    if jobs + tasks > limits.max_jobs:
+        raise HTTPException(429, f"you have {jobs} unfinished jobs; {tasks} more would pass the "
+                            f"most a user may have ({key}.max_jobs = {limits.max_jobs})")
+    _check_limits(spec, (jobs + tasks - 1, gpus + (tasks - 1) * spec.max_gpus), limits, key)
 
 
 def _check_bounds(spec: NewJob, limits: UserLimits, key: str) -> None:

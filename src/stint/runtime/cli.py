@@ -261,20 +261,36 @@ def submit(
                                                  "server's).")] = None,
     max_retries: Annotated[int | None, typer.Option(help="Worker failures the job survives "
                                                     "(default: the server's).")] = None,
+    array: Annotated[str | None, typer.Option(help="A job array: one task per index A-B "
+                                              "(both included), {i} in the command replaced "
+                                              "by it, STINT_ARRAY_INDEX in its environment; "
+                                              "prints the array's id.")] = None,
+    array_parallel: Annotated[int | None, typer.Option(help="Most tasks of the array that run "
+                                                       "at once (default: no limit).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
-    """Submit a job and print its id: stint submit --gpus 2 -- python train.py"""
+    """Submit a job and print its id: stint submit --gpus 2 -- python train.py
+    (an array: stint submit --array 0-99 -- python sweep.py --seed {i})"""
+    if array_parallel is not None and array is None:
+        _fail(ValueError("--array-parallel needs --array"))
     pairs = _env_pairs(env or [])
     memory_max = _size_flag("--memory", memory)
     try:
         cwd: str | None = str((chdir or Path(os.getcwd())).absolute())
     except FileNotFoundError:  # this directory was deleted: the job starts in its home
         cwd = None
-    job = _call((server, data_dir, token), lambda c: c.submit(
-        command=command, name=name, gpus=gpus, min_gpus=min_gpus, max_gpus=max_gpus, tier=tier,
-        priority=priority, deadline_s=deadline, est_s=est_s, total_steps=steps,
-        logical_ranks=logical_ranks, cwd=cwd, env=pairs or None, memory_max=memory_max,
-        pids_max=pids, time_limit_s=time_limit, hang_s=hang_s, max_retries=max_retries))
+    spec: dict[str, Any] = {
+        "command": command, "name": name, "gpus": gpus, "min_gpus": min_gpus,
+        "max_gpus": max_gpus, "tier": tier, "priority": priority, "deadline_s": deadline,
+        "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
+        "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
+        "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries}
+    if array is not None:
+        got = _call((server, data_dir, token),
+                    lambda c: c.submit_array(array, array_parallel, **spec))
+        typer.echo(json.dumps(got, indent=2) if json_out else str(got["array_id"]))
+        return
+    job = _call((server, data_dir, token), lambda c: c.submit(**spec))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
 
 
@@ -288,12 +304,18 @@ def jobs(
     wide: Annotated[bool, typer.Option("--wide", "-w", help="More columns: nodes, priority, "
                                        "SLA, est. finish, attempt, preemptions, "
                                        "checkpoint.")] = False,
+    array: Annotated[int | None, typer.Option(help="Only the tasks of this job array, in "
+                                              "index order (with an INDEX column).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """List jobs (yours; all of them for the admin), oldest first: state, tier, workers now /
     min..max, progress (step of total), age, wait, position in the queue (1: next to start),
     estimated start and why a job waits."""
-    rows = _call((server, data_dir, token), lambda c: c.jobs(state, user))
+    if array is not None:
+        rows = _call((server, data_dir, token), lambda c: c.array_jobs(array))
+        rows = [r for r in rows if not state or r["state"] in state]
+    else:
+        rows = _call((server, data_dir, token), lambda c: c.jobs(state, user))
     if limit is not None:
         rows = rows[-limit:]
     if json_out:
@@ -315,7 +337,11 @@ def jobs(
                             f'{r["priority"]:g}', _sla(r.get("attainment")),
                             _eta(r, now, "est_finish_at"), r["attempt"], r["preemptions"],
                             "-" if ckpt is None else ckpt]
+        if array is not None:
+            cells.insert(1, r["array_index"])
         table.append(cells)
+    if array is not None:
+        header.insert(1, "INDEX")
     _table(header[:-1] + extra + header[-1:] if wide else header, table)
 
 
@@ -481,8 +507,18 @@ def _exit_as(row: dict[str, Any]) -> None:
         raise typer.Exit(1)
 
 
-def cancel(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
-    """Cancel a job (its processes are killed)."""
+def cancel(job: Annotated[int | None, typer.Argument()] = None,
+           array: Annotated[int | None, typer.Option(help="Cancel every unfinished task of "
+                                                     "this job array instead.")] = None,
+           server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+    """Cancel a job (its processes are killed), or every task of an array (--array ID)."""
+    if (job is None) == (array is None):
+        _fail(ValueError("give a job id or --array ID (one of them)"))
+    if array is not None:
+        got = _call((server, data_dir, token), lambda c: c.cancel_array(array))
+        typer.echo(f"array {array}: cancel requested for {len(got['cancelling'])} tasks")
+        return
+    assert job is not None
     _act(job, "cancel", None, (server, data_dir, token))
 
 

@@ -62,6 +62,18 @@ class Client:
     def submit(self, **spec: Any) -> dict[str, Any]:
         return cast(dict[str, Any], self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None}))
 
+    def submit_array(self, array: str, parallel: int | None = None, **spec: Any) -> dict[str, Any]:
+        """A job array: a task of ``spec`` per index of ``array`` (``"A-B"``)."""
+        body = {k: v for k, v in spec.items() if v is not None}
+        body.update(array=array, array_parallel=parallel)
+        return cast(dict[str, Any], self.call("POST", "/v1/arrays", json=body))
+
+    def array_jobs(self, array_id: int) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.call("GET", f"/v1/arrays/{array_id}"))
+
+    def cancel_array(self, array_id: int) -> dict[str, Any]:
+        return cast(dict[str, Any], self.call("POST", f"/v1/arrays/{array_id}/cancel"))
+
     def jobs(self, states: list[str] | None = None, user: str | None = None
              ) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"state": states or [], "limit": 10_000}

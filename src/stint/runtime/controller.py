@@ -173,6 +173,7 @@ class Controller:
         self._last_plan_at = float("-inf")
         self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
         self._pending: set[str] = set()  # ids changed since the policy's last call
+        self._held_back: set[int] = set()  # array tasks past their parallelism (``_held_back``)
         self._forecast_at = float("-inf")  # when the last forecast was made
         self._forecast_stale = True  # the policy was asked since: the state may have moved
         self._down: frozenset[int] = frozenset()  # nodes down at the last step
@@ -206,6 +207,14 @@ class Controller:
             self.metrics.actions.labels(str(a.kind)).inc()
         if report.refusals:
             self.metrics.refused.inc(len(report.refusals))
+
+    def _count(self, rec: _Recorder, jobs: dict[int, Job]) -> None:
+        """The committed transitions, in the metrics."""
+        if self.metrics is None:
+            return
+        for item in rec.items:
+            if isinstance(item, Transition) and item.job_id in jobs:
+                self.metrics.transition(item, jobs[item.job_id])
 
     def _step(self, now: float) -> StepReport:
         report = StepReport()
@@ -249,6 +258,7 @@ class Controller:
             waiting = {j.id: j for j in (*special, *self._targeted)}
             self._launch_targets(rec, [waiting[i] for i in sorted(waiting)], free, held, now, effects)
             self._commit(rec)
+            self._count(rec, jobs)
         except Exception:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
             raise
@@ -647,8 +657,11 @@ class Controller:
         self._pending = set()
         t = now - self.epoch
         plain = self.cache.is_plain
+        held_back = _held_back(jobs)
+        changed |= {str(i) for i in self._held_back - held_back}  # new to the policy
+        self._held_back = held_back
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
-                    if plain(i) or _policy_sees(j)]
+                    if (plain(i) or _policy_sees(j)) and i not in held_back]
         known = {st.job_id: st for st in statuses}
         if not self.policy.lazy_progress:
             for st in statuses:
@@ -836,7 +849,7 @@ class Controller:
                     node=self.cluster.nodes[node].name,
                     slots=(slot,), command=command, ckpt_dir=str(job_dir / "ckpt"),
                     log_path=str(job_dir / "log.txt"), os_user=job.os_user, cwd=job.cwd,
-                    env=json.loads(job.env or "{}"), job_dir=str(job_dir),
+                    env=_task_env(job), job_dir=str(job_dir),
                     memory_max=bounds.memory_max, pids_max=bounds.pids_max,
                     log_max_bytes=bounds.log_max_bytes, disk_max_bytes=bounds.job_disk_max,
                 ))
@@ -963,6 +976,38 @@ class _Lookup(Mapping[str, Any]):
 
     def __len__(self) -> int:
         raise TypeError("not sized")
+
+
+def _task_env(job: Job) -> dict[str, str]:
+    """The job's own environment, and a task of an array its index (``STINT_ARRAY_INDEX``)."""
+    env: dict[str, str] = json.loads(job.env or "{}")
+    if job.array_index is not None:
+        env["STINT_ARRAY_INDEX"] = str(job.array_index)
+    return env
+
+
+def _held_back(jobs: dict[int, Job]) -> set[int]:
+    """The tasks of job arrays the policy does not see yet: past an array's ``array_parallel``,
+    its never-started queued tasks but the first ones in index order that fit beside those that
+    have started and not finished (which keep their place whatever they do next)."""
+    arrays: dict[int, tuple[int, list[Job]]] = {}
+    for job in jobs.values():
+        if job.array_parallel is None or job.array_id is None or job.state in TERMINAL:
+            continue
+        started, waiting = arrays.get(job.array_id, (0, []))
+        if job.state == S.QUEUED and job.first_start_at is None and not job.target:
+            waiting.append(job)
+        else:
+            started += 1
+        arrays[job.array_id] = (started, waiting)
+    held: set[int] = set()
+    for started, waiting in arrays.values():
+        parallel = waiting[0].array_parallel if waiting else None
+        if parallel is None:
+            continue
+        waiting.sort(key=lambda j: (j.array_index or 0, j.id))
+        held.update(j.id for j in waiting[max(0, parallel - started):])
+    return held
 
 
 def _policy_sees(job: Job) -> bool:

@@ -8,7 +8,14 @@ Series (all prefixed ``stint_``):
   migrate, reject); ``refused_actions_total``: actions the capacity ledger refused;
 - ``controller_step_seconds``, ``policy_plan_seconds``: histograms of a controller step and of
   the policy's ``plan`` within it;
-- ``api_request_seconds{method, route, status}``: a histogram of API requests.
+- ``api_request_seconds{method, route, status}``: a histogram of API requests;
+- ``job_wait_seconds{tier}``: a histogram of a job's wait from submission to its first start;
+- ``jobs_finished_total{outcome, tier}``: jobs that ended, ``outcome`` = their final state;
+- ``preemptions_total{reason}``: attempts stopped and put back in the queue, ``reason`` = what
+  stopped them (``policy``, ``operator``, ``drain``, ``stopped``: a worker exit nobody asked
+  for...); ``resizes_total{reason}``, ``migrations_total{reason}``: jobs moved to another
+  worker count or other nodes, ``reason`` = ``operator`` (pinned) or ``policy``;
+- ``gpus_held{tier}``: GPUs held by running jobs per tier (from the store, at each scrape).
 Each control plane has a registry of its own (no global state; tests run several side by side).
 """
 
@@ -22,9 +29,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from stint.runtime.states import HOLDING, JobState
+from stint.model.job import Tier
+from stint.runtime.states import HOLDING, TERMINAL, JobState
 from stint.runtime.store import Store, load_alloc
-from stint.runtime.tables import Job
+from stint.runtime.tables import Job, Transition
+
+# Waits from seconds to a day: queues on a shared cluster range that far.
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -44,7 +55,33 @@ class Metrics:
                                 registry=self.registry)
         self.api_s = Histogram("stint_api_request_seconds", "API requests",
                                ["method", "route", "status"], registry=self.registry)
+        self.wait_s = Histogram("stint_job_wait_seconds", "Wait from submission to first start",
+                                ["tier"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.finished = Counter("stint_jobs_finished", "Jobs that ended, by final state",
+                                ["outcome", "tier"], registry=self.registry)
+        self.preemptions = Counter("stint_preemptions", "Attempts stopped and requeued",
+                                   ["reason"], registry=self.registry)
+        self.resizes = Counter("stint_resizes", "Jobs moved to another worker count",
+                               ["reason"], registry=self.registry)
+        self.migrations = Counter("stint_migrations", "Jobs moved to other nodes", ["reason"],
+                                  registry=self.registry)
         self.registry.register(_StoreCollector(store))
+
+    def transition(self, t: Transition, job: Job) -> None:
+        """Count a transition the controller has committed (``job``: its row after it)."""
+        dst = JobState(t.dst)
+        if dst == JobState.STARTING and t.src == JobState.ADMITTED:
+            self.wait_s.labels(job.tier).observe(max(0.0, t.at - job.submitted_at))
+        elif dst in TERMINAL:
+            self.finished.labels(str(dst), job.tier).inc()
+        elif dst == JobState.PREEMPTED:
+            why = (t.reason or "").split(":", 1)[0]  # "<why>: how it stopped (...)"
+            if why not in ("resize", "migrate"):  # a move, counted below
+                self.preemptions.labels("operator" if why == "preempt" else why).inc()
+        elif dst in (JobState.RESIZING, JobState.MIGRATING):
+            pinned = job.pin_workers is not None or job.pin_node is not None
+            counter = self.resizes if dst == JobState.RESIZING else self.migrations
+            counter.labels("operator" if pinned else "policy").inc()
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
@@ -61,16 +98,21 @@ class _StoreCollector(Collector):
         gpus = GaugeMetricFamily("stint_gpus", "GPUs per node", labels=["node", "kind"])
         wait = GaugeMetricFamily("stint_queue_wait_seconds", "Wait of queued jobs so far",
                                  labels=["stat"])
+        by_tier = GaugeMetricFamily("stint_gpus_held", "GPUs held by running jobs, per tier",
+                                    labels=["tier"])
+        tiers: dict[str, int] = {}
         with self.store.read() as r:
             counts = r.execute(select(Job.state, Job.tier, func.count()).group_by(Job.state,
                                                                                   Job.tier))
             for state, tier, n in counts:
                 jobs.add_metric([state, tier], float(n))
             held: dict[int, int] = {}
-            q = select(Job.allocation).where(Job.state.in_([str(s) for s in HOLDING]))
-            for (alloc,) in r.execute(q):
+            q = select(Job.allocation, Job.tier).where(
+                Job.state.in_([str(s) for s in HOLDING]))
+            for alloc, tier in r.execute(q):
                 for node, c in load_alloc(alloc).workers:
                     held[node] = held.get(node, 0) + c
+                    tiers[tier] = tiers.get(tier, 0) + c
             queued = [t for (t,) in r.execute(select(Job.submitted_at).where(
                 Job.state == str(JobState.QUEUED)))]
         for row in self.store.nodes():
@@ -81,6 +123,9 @@ class _StoreCollector(Collector):
         waits = [max(0.0, now - t) for t in queued]
         wait.add_metric(["max"], max(waits, default=0.0))
         wait.add_metric(["mean"], sum(waits) / len(waits) if waits else 0.0)
+        for tier in (t.value for t in Tier):
+            by_tier.add_metric([tier], float(tiers.get(tier, 0)))
         yield jobs
         yield gpus
         yield wait
+        yield by_tier

@@ -120,6 +120,45 @@ class JobIn(BaseModel):
         return gpus, lo, hi
 
 
+MAX_ARRAY_TASKS = 100_000
+
+
+class ArrayIn(JobIn):
+    """A job array: one task of the job's spec per index of ``array`` (``A-B``, both included),
+    ``{i}`` in the command replaced by the index, ``STINT_ARRAY_INDEX`` in its environment; at
+    most ``array_parallel`` of its tasks hold GPUs at once (None: no limit)."""
+
+    array: str = Field(pattern=r"^[0-9]{1,9}-[0-9]{1,9}$")
+    array_parallel: int | None = Field(default=None, ge=1, le=MAX_ARRAY_TASKS)
+
+    @field_validator("array")
+    @classmethod
+    def _array(cls, text: str) -> str:
+        lo, hi = (int(x) for x in text.split("-"))
+        if lo > hi:
+            raise ValueError(f"array {text}: the first index must not be past the last")
+        if hi - lo + 1 > MAX_ARRAY_TASKS:
+            raise ValueError(f"array {text} has {hi - lo + 1} tasks; the most an array may have "
+                             f"is {MAX_ARRAY_TASKS}")
+        return text
+
+    def indices(self) -> range:
+        lo, hi = (int(x) for x in self.array.split("-"))
+        return range(lo, hi + 1)
+
+
+class ArrayOut(BaseModel):
+    array_id: int  # the id of its first task; ``GET /v1/arrays/{array_id}`` lists them all
+    tasks: int
+    job_ids: list[int]  # in index order
+    first_index: int
+
+
+class ArrayCancelOut(BaseModel):
+    array_id: int
+    cancelling: list[int]  # the unfinished tasks asked to stop
+
+
 class ResizeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     workers: int = Field(ge=1, le=MAX_ID)
@@ -243,6 +282,9 @@ class JobOut(BaseModel):
     max_retries: int | None = None
     run_s: float = 0.0
     retry_at: float | None = None
+    # A task of a job array: the array's id (its first task's job id) and the task's index
+    array_id: int | None = None
+    array_index: int | None = None
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str], now: float | None = None,
@@ -273,7 +315,8 @@ class JobOut(BaseModel):
             cluster=job.cluster, to_cluster=job.to_cluster, copy_bytes=job.copy_bytes,
             copy_s=job.copy_s, memory_max=job.memory_max, pids_max=job.pids_max,
             time_limit_s=job.time_limit_s, hang_s=job.hang_s, max_retries=job.max_retries,
-            run_s=job.run_s or 0.0, retry_at=job.retry_at,
+            run_s=job.run_s or 0.0, retry_at=job.retry_at, array_id=job.array_id,
+            array_index=job.array_index,
         )
 
 

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stint.model.allocation import Allocation
 from stint.runtime.states import TERMINAL, JobState, check_transition
 from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
+from stint.runtime.usage import Check, UsageBook
 
 ADMIN_NAME = "admin"
 TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
@@ -193,6 +194,7 @@ class Store:
         self._callers_gen = 0  # bumped by forget_tokens: a lookup racing a change is not kept
         self._lock_conn: Connection | None = None  # held by ``lock`` (PostgreSQL)
         self._lock_fd: int | None = None  # held by ``lock`` (SQLite)
+        self.usage = UsageBook(self.live_usage)  # per-user usage between submissions
 
     def migrate(self) -> None:
         migrate(self.engine)
@@ -430,27 +432,86 @@ class Store:
             return list(s.scalars(select(NodeRow).order_by(NodeRow.cluster, NodeRow.position)))
 
     # -- jobs ------------------------------------------------------------------------------
-    def add_job(self, spec: NewJob, caller: Caller, now: float) -> Job:
-        """Insert a queued job and its first transition (Core statements: the API's hot path)."""
-        values: dict[str, Any] = {
-            "user_id": caller.user_id, "name": spec.name, "command": json.dumps(spec.command),
-            "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
-            "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
-            "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
-            "work_done": 0.0,
-            "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
-            "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
-            "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
-            "cwd": spec.cwd, "env": json.dumps(spec.env), "memory_max": spec.memory_max,
-            "pids_max": spec.pids_max, "time_limit_s": spec.time_limit_s, "hang_s": spec.hang_s,
-            "max_retries": spec.max_retries, "run_s": 0.0, "refusals": 0,
-        }
-        with self.engine.begin() as conn:
-            job_id = conn.execute(_INSERT_JOB, values).scalar_one()
-            conn.execute(_INSERT_FIRST_TRANSITION, {
-                "job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now, "attempt": 0,
-                "reason": f"submitted by {caller.name}"})
+    def add_job(self, spec: NewJob, caller: Caller, now: float, check: Check | None = None) -> Job:
+        """Insert a queued job and its first transition (Core statements: the API's hot path).
+        ``check``, if given, is called with the caller's usage (unfinished jobs, their
+        ``max_gpus``) first and refuses the job by raising; the job's place is reserved until
+        it is committed (``UsageBook``)."""
+        values = _job_values(spec, caller, now)
+        if check is not None:
+            self.usage.reserve(caller.user_id, 1, spec.max_gpus, check)
+        try:
+            with self.engine.begin() as conn:
+                job_id = conn.execute(_INSERT_JOB, values).scalar_one()
+                conn.execute(_INSERT_FIRST_TRANSITION, {
+                    "job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now,
+                    "attempt": 0, "reason": f"submitted by {caller.name}"})
+        except BaseException:
+            if check is not None:
+                self.usage.release(caller.user_id, 1, spec.max_gpus)
+            raise
+        if check is not None:
+            self.usage.done(caller.user_id, 1, spec.max_gpus)
         return Job(id=job_id, **values)
+
+    def add_array(self, spec: NewJob, caller: Caller, now: float, indices: range,
+                  parallel: int | None = None, check: Check | None = None) -> list[int]:
+        """Insert a job array in one transaction: a queued task of ``spec`` per index, ``{i}``
+        in its command replaced by the index; the array's id is its first task's job id. Returns
+        the tasks' job ids in index order. ``check`` as for ``add_job``, for every task at once."""
+        n, gpus = len(indices), len(indices) * spec.max_gpus
+        base = _job_values(spec, caller, now)
+        base.update(array_parallel=parallel)
+        rows = []
+        for i in indices:
+            command = [arg.replace("{i}", str(i)) for arg in spec.command]
+            rows.append({**base, "command": json.dumps(command), "array_index": i})
+        if check is not None:
+            self.usage.reserve(caller.user_id, n, gpus, check)
+        try:
+            with self.engine.begin() as conn:
+                first = conn.execute(_INSERT_JOB, rows[0]).scalar_one()
+                conn.execute(update(Job).where(Job.id == first).values(array_id=first))
+                for row in rows:
+                    row["array_id"] = first
+                _insert_many(conn, "jobs", rows[1:])
+                ids = list(conn.scalars(select(Job.id).where(Job.array_id == first)
+                                        .order_by(Job.array_index)))
+                reason = f"submitted by {caller.name} (array {first})"
+                _insert_many(conn, "transitions", [
+                    {"job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now,
+                     "attempt": 0, "reason": reason} for job_id in ids])
+        except BaseException:
+            if check is not None:
+                self.usage.release(caller.user_id, n, gpus)
+            raise
+        if check is not None:
+            self.usage.done(caller.user_id, n, gpus)
+        return ids
+
+    def array_tasks(self, array_id: int, caller: Caller) -> list[Job]:
+        """The tasks of an array ``caller`` may see, in index order (none: no such array)."""
+        q = select(Job).where(Job.array_id == array_id).order_by(Job.array_index)
+        if not caller.is_admin:
+            q = q.where(Job.user_id == caller.user_id)
+        with self.read() as s:
+            return list(s.scalars(q))
+
+    def cancel_array(self, array_id: int, caller: Caller, now: float) -> list[int]:
+        """Ask the controller to cancel every unfinished task of an array (one transaction);
+        the tasks asked."""
+        done = [str(t) for t in TERMINAL]
+        which = [Job.array_id == array_id, Job.state.not_in(done)]
+        if not caller.is_admin:
+            which.append(Job.user_id == caller.user_id)
+        with self.session() as s:
+            ids = list(s.scalars(select(Job.id).where(*which)))
+            if ids:
+                s.execute(update(Job).where(Job.id.in_(ids)).values(cancel_requested=True))
+                s.execute(insert(Override), [
+                    {"job_id": i, "kind": "cancel", "value": "array", "user_id": caller.user_id,
+                     "at": now} for i in ids])
+        return ids
 
     def runs_as(self, job_id: int) -> tuple[str, bool, str | None] | None:
         """The job's owner (name, admin now) and the OS account it was submitted to run as;
@@ -534,6 +595,35 @@ class Store:
     def count_jobs(self) -> int:
         with self.read() as s:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
+
+
+def _insert_many(conn: Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Rows of the same keys in one driver ``executemany``: building each row's parameters
+    through SQLAlchemy costs more than the insert itself at thousands of rows (a job array)."""
+    if not rows:
+        return
+    keys = list(rows[0])
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = (f"INSERT INTO {table} ({', '.join(keys)}) "
+           f"VALUES ({', '.join([mark] * len(keys))})")
+    conn.exec_driver_sql(sql, [tuple(r[k] for k in keys) for r in rows])
+
+
+def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
+    """The columns of a job just submitted (queued, never run)."""
+    return {
+        "user_id": caller.user_id, "name": spec.name, "command": json.dumps(spec.command),
+        "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
+        "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
+        "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
+        "work_done": 0.0,
+        "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
+        "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
+        "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
+        "cwd": spec.cwd, "env": json.dumps(spec.env), "memory_max": spec.memory_max,
+        "pids_max": spec.pids_max, "time_limit_s": spec.time_limit_s, "hang_s": spec.hang_s,
+        "max_retries": spec.max_retries, "run_s": 0.0, "refusals": 0,
+    }
 
 
 def _since(t: float) -> ColumnElement[bool]:

@@ -135,6 +135,12 @@ class Job(Base):
     run_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     refusals: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A task of a job array (``stint submit --array``): the array's id (its first task's job
+    # id), the task's index (``STINT_ARRAY_INDEX``), and how many of the array's tasks may hold
+    # GPUs at once (None: no limit). None for a job of its own.
+    array_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    array_parallel: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Transition(Base):
