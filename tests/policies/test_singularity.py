@@ -28,7 +28,7 @@ from stint.sim.traces import TierMix, load
 def job(jid: str, arrival: float, gpus: int, seconds: float, tier: Tier,
         lo: int | None = None, hi: int | None = None) -> JobSpec:
     lo, hi = lo or gpus, hi or gpus
-    return JobSpec(jid, arrival, seconds, gpus, lo, hi, tier=tier,
+    return JobSpec(jid, arrival, seconds, gpus, lo, hi, tier=tier, est_s=seconds,  # declared exactly
                    worker_counts=divisor_counts(hi, lo, hi) if hi > lo else ())
 
 
@@ -356,7 +356,7 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
     for st in sts:
         f = pol._facts(view, st)
         if f.rate_req > 0:
-            work += (st.spec.work - st.work_done_at(view.now)) / f.rate_req * st.spec.requested_workers \
+            work += st.known_remaining_at(view.now) / f.rate_req * st.spec.requested_workers \
                 * st.spec.gpus_per_worker
     assert pol._drain(view, by_id) == work / up
     for drain in (None, work / up, 3000.0):

@@ -124,7 +124,7 @@ class Optimus(PolicyBase):
 
     def _key(self, st: JobStatus, now: float) -> tuple[float, float, str]:
         spec = st.spec
-        rem = (spec.work - st.work_done_at(now)) / max(self.model(spec).speed(spec.min_workers), 1e-12)
+        rem = st.known_remaining_at(now) / max(self.model(spec).speed(spec.min_workers), 1e-12)
         return (rem, spec.arrival_s, st.job_id)
 
     def next_due(self) -> float | None:
@@ -199,7 +199,7 @@ class Optimus(PolicyBase):
         s0, s1 = m.speed(n), m.speed(n + 1)
         if s1 <= s0 or s0 <= 0:
             return
-        rem = spec.work - st.work_done_at(view.now)
+        rem = st.known_remaining_at(view.now)
         gain = (rem / s0 - rem / s1) / max(spec.gpus_per_worker, 1)
         heapq.heappush(heap, (-gain, st.job_id))
 

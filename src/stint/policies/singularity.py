@@ -725,7 +725,7 @@ class Singularity(PolicyBase):
                 continue
             spec, have = f.st.spec, now_holds(f)
             n, gpw = have.num_workers, spec.gpus_per_worker
-            left = f.st.spec.work - f.st.work_done_at(view.now)
+            left = f.st.known_remaining_at(view.now)
             slow = left / max(self._rate(view, f.st, have), 1e-12)
             order = sorted(range(len(free)), key=lambda i: (i not in dict(have.workers), -free[i], i))
             for m in reversed([c for c in spec.feasible_counts() if c > n]):
@@ -746,7 +746,7 @@ class Singularity(PolicyBase):
         spec = st.spec
         c = self._const.get(spec.job_id) or self._constants(view, st)
         target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
-        left = spec.work - st.work_done_at(view.now)
+        left = st.known_remaining_at(view.now)
         remaining = left / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
@@ -764,7 +764,7 @@ class Singularity(PolicyBase):
         counts = spec.feasible_counts()
         rate = view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node))
         top = view.perf.rate(spec, _packed_alloc(counts[-1], per_node))
-        ideal = spec.work / rate if rate > 0 else math.inf
+        ideal = st.known_work / rate if rate > 0 else math.inf
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
                                                counts[0] * spec.gpus_per_worker)
@@ -777,7 +777,8 @@ class Singularity(PolicyBase):
         """Put a job's constants in the table (on a pass's first need: a calm run never does)."""
         spec = st.spec
         c = self._const.get(spec.job_id) or self._constants(view, st)
-        self._table.add(spec.job_id, c, spec.work, spec.arrival_s, spec.requested_workers, spec.gpus_per_worker)
+        self._table.add(spec.job_id, c, spec.work, st.known_work, spec.arrival_s, spec.requested_workers,
+                        spec.gpus_per_worker)
 
     def _shape(self, view: ClusterView) -> Shape:
         """What the pass reads of the cluster, found once per cluster (a ``Cluster`` is immutable)."""
@@ -801,8 +802,8 @@ class Singularity(PolicyBase):
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
-        ideal = spec.work / f.rate_req if f.rate_req > 0 else math.inf
-        left = (spec.work - f.st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        ideal = f.st.known_work / f.rate_req if f.rate_req > 0 else math.inf
+        left = f.st.known_remaining_at(view.now) / rate if rate > 0 else math.inf
         return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
 
     def _touchable(self, view: ClusterView, v: Facts, new: Allocation, margin: float = 0.0) -> bool:
