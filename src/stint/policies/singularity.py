@@ -5,7 +5,9 @@ policy (``papers/singularity.md`` §1); this is a policy designed for them, afte
 
 Quantities, for a job j at ``now`` (``stint.model.sla``): its tier's target τ (premium 0.95,
 standard 0.70, basic none); its requested rate ρ (the performance model's rate at the requested
-size, packed on the fewest nodes); its remaining ideal time r = remaining work / ρ; its
+size, packed on the fewest nodes); its remaining ideal time r = remaining *known* work / ρ
+(``JobStatus.known_remaining_at``: declared or estimated, never the recorded length; ideal and
+deadline likewise from ``known_work``); its
 *projected attainment* if it ran at rate x from now after one restart,
 ``attainment(ideal, now + restart_s + remaining/x - arrival)``; its *surplus* = projected
 attainment at ρ minus τ (τ = 0 for basic); its *slack* = the latest finish meeting τ minus
@@ -745,13 +747,17 @@ class Singularity(PolicyBase):
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
         c = self._const.get(spec.job_id) or self._constants(view, st)
-        target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
-        left = st.known_remaining_at(view.now)
+        target, rate, top, ideal, due_at = c.target, c.rate_req, c.rate_top, c.ideal_s, c.deadline_s
+        total = st.known_total_at(view.now)
+        left = total - st.work_done_at(view.now)  # (``known_remaining_at``)
+        if total != st.known_work and rate > 0:  # run past its estimate: the longer job's SLA
+            ideal = total / rate
+            due_at = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         remaining = left / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
-        if c.deadline_s is not None:
-            due = c.deadline_s - view.now - self.restart_s
+        if due_at is not None:
+            due = due_at - view.now - self.restart_s
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
         return Facts.of(st, c.rank, target, rate, remaining, slack, proj - (target or 0.0), late)
@@ -802,7 +808,7 @@ class Singularity(PolicyBase):
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
-        ideal = f.st.known_work / f.rate_req if f.rate_req > 0 else math.inf
+        ideal = f.st.known_total_at(view.now) / f.rate_req if f.rate_req > 0 else math.inf
         left = f.st.known_remaining_at(view.now) / rate if rate > 0 else math.inf
         return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
 

@@ -41,9 +41,9 @@ def work_done_at(statuses: Sequence[JobStatus], work: np.ndarray, now: float) ->
     return np.where(np.isnan(as_of), done, np.minimum(work, done + rate * (now - as_of)))
 
 
-def known_left(known: np.ndarray, done: np.ndarray) -> np.ndarray:
-    """``JobStatus.known_remaining_at`` of every row, as one array: the known work, doubled until
-    it reaches the work done (``knowledge.known_total``; doubling is exact in floats), less it."""
+def known_totals(known: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``JobStatus.known_total_at`` of every row, as one array: the known work, doubled until it
+    reaches the work done (``knowledge.known_total``; doubling is exact in floats)."""
     base = np.maximum(known, 1e-12)
     with np.errstate(divide="ignore", invalid="ignore"):
         k = np.where(done > known, np.ceil(np.log2(done / base)), 0.0)
@@ -51,7 +51,13 @@ def known_left(known: np.ndarray, done: np.ndarray) -> np.ndarray:
     total = np.where(total < done, total * 2.0, total)  # log2's rounding near a power of two
     half = total / 2.0
     total = np.where((half >= done) & (half >= base), half, total)
-    out: np.ndarray = np.where(done <= known, known - done, total - done)
+    out: np.ndarray = np.where(done <= known, known, total)
+    return out
+
+
+def known_left(known: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``JobStatus.known_remaining_at`` of every row: ``known_totals`` less the work done."""
+    out: np.ndarray = known_totals(known, done) - done
     return out
 
 
@@ -141,17 +147,23 @@ class Table:
         return np.fromiter(map(self.row.__getitem__, ids), dtype=np.intp, count=len(ids))
 
     def _quantities(self, r: np.ndarray, done: np.ndarray, now: float, restart_s: float, allowance_s: float,
-                    drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Rows ``r``'s work left, remaining ideal time, surplus and critical flag at ``now``
-        (``Singularity._facts``' formulas, operation by operation)."""
-        rate, ideal = self.rate_req[r], self.ideal[r]
-        left = known_left(self.known[r], done)
+                    drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``r``'s work left, remaining ideal time, surplus, critical flag and deadline at
+        ``now`` (``Singularity._facts``' formulas, operation by operation)."""
+        rate, known = self.rate_req[r], self.known[r]
+        total = known_totals(known, done)
+        left = total - done
+        over = (total != known) & (rate > 0)  # run past its estimate: the longer job's SLA
         with np.errstate(divide="ignore", invalid="ignore"):
+            ideal = np.where(over, total / np.where(rate > 0, rate, 1.0), self.ideal[r])
+            deadline = np.where(over & ~np.isnan(self.deadline[r]),
+                                self.arrival[r] + allowance_s + ideal / np.where(over, self.target[r], 1.0),
+                                self.deadline[r])
             remaining = np.where(rate > 0, left / np.where(rate > 0, rate, 1.0), math.inf)
             charged = np.maximum(now + restart_s + remaining - self.arrival[r], 0.0) - allowance_s
             proj = np.where(np.isinf(ideal), 0.0, np.where(charged <= ideal, 1.0, ideal / charged))
         critical = remaining > drain if drain is not None else np.zeros(len(r), dtype=bool)
-        return left, remaining, proj - self.target[r], critical
+        return left, remaining, proj - self.target[r], critical, deadline
 
     def victim_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
                      allowance_s: float, drain: float | None) -> VictimOrder:
@@ -162,16 +174,17 @@ class Table:
             return VictimOrder([], np.zeros(0, dtype=np.int64), [], np.zeros(0))
         r = self.rows(ids)
         done = work_done_at(statuses, self.work[r], now)
-        _, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        _, remaining, surplus, critical, deadline = self._quantities(r, done, now, restart_s, allowance_s, drain)
         rank = self.rank[r]
         order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
         return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist(),
-                           self._slack(r, remaining, now, restart_s)[order])
+                           self._slack(deadline, remaining, now, restart_s)[order])
 
-    def _slack(self, r: np.ndarray, remaining: np.ndarray, now: float, restart_s: float) -> np.ndarray:
-        """Rows ``r``'s slack (``Singularity._facts``: the latest finish meeting the target, less
+    @staticmethod
+    def _slack(deadline: np.ndarray, remaining: np.ndarray, now: float, restart_s: float) -> np.ndarray:
+        """The rows' slack (``Singularity._facts``: the latest finish meeting the target, less
         a restart, less the remaining ideal time; inf without a target)."""
-        due = self.deadline[r] - now - restart_s
+        due = deadline - now - restart_s
         return np.where(np.isnan(due), math.inf, due - remaining)
 
     def serve_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
@@ -182,11 +195,11 @@ class Table:
         ``Facts.serve_key`` sorts them."""
         r = self.rows(ids)
         done = work_done_at(statuses, self.work[r], now)
-        left, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
-        due = self.deadline[r] - now - restart_s
+        left, remaining, surplus, critical, deadline = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        due = deadline - now - restart_s
         timed = ~np.isnan(due)
         top = self.top[r]
-        slack = self._slack(r, remaining, now, restart_s)
+        slack = self._slack(deadline, remaining, now, restart_s)
         with np.errstate(divide="ignore", invalid="ignore"):
             late = timed & ((top <= 0) | (due < left / np.where(top > 0, top, 1.0)))
         on_time = timed & ~late
