@@ -20,8 +20,8 @@ class RecordingOASiS(OASiS):
         super().__init__(**kw)
         self.log = {}
 
-    def decide(self, spec, now_slot, plan):
-        sched = super().decide(spec, now_slot, plan)
+    def decide(self, spec, now_slot, plan, known=None):
+        sched = super().decide(spec, now_slot, plan, known)
         if sched is not None:
             self.log[spec.job_id] = sched
         return sched

@@ -47,13 +47,15 @@ Event = tuple[float, str, str, tuple[tuple[int, int], ...]]  # (time, kind, job,
 
 
 def specs_of(trace: Sequence[TraceJob]) -> list[JobSpec]:
-    """The trace as the simulator gets it: exactly the specs the live view builds."""
+    """The trace as the simulator gets it: the specs the live view builds, with the declared
+    length also as ``est_s`` (what the simulator's declared knowledge reads; the live view's
+    ``work`` is that declaration, which its statuses' ``known_work`` falls back to)."""
     from stint.model.resources import Resources
     from stint.model.utility import ConstantUtility
 
     return [JobSpec(str(i + 1), j.arrival_s, j.est_s or LIVE_DEFAULT_WORK_S, j.gpus, j.min_gpus,
                     j.max_gpus, Resources(gpu=1), application=f"j{i + 1}",
-                    utility=ConstantUtility(1.0), user=USER, duration_s=j.est_s,
+                    utility=ConstantUtility(1.0), user=USER, duration_s=j.est_s, est_s=j.est_s,
                     worker_counts=worker_counts(j.gpus, j.min_gpus, j.max_gpus, None))
             for i, j in enumerate(trace)]
 

@@ -18,7 +18,7 @@ def job(jid, arrival, gpus, seconds, user="u", cpu=0.0):
     return JobSpec(
         jid, float(arrival), float(seconds), requested_workers=gpus, min_workers=gpus,
         max_workers=gpus, worker_demand=Resources(gpu=1, cpu=cpu) if cpu else Resources(gpu=1),
-        user=user, duration_s=float(seconds),
+        user=user, duration_s=float(seconds), est_s=float(seconds),  # declared exactly
     )
 
 

@@ -27,7 +27,7 @@ def _elastic_jobs() -> list[JobSpec]:
         logical = 6 if i % 2 else 4
         req = 2
         out.append(JobSpec(str(i), 3.0 * i, 40.0 + 7 * (i % 5), req, 1, logical,
-                           worker_counts=divisor_counts(logical, 1, logical)))
+                           worker_counts=divisor_counts(logical, 1, logical), est_s=40.0 + 7 * (i % 5)))
     return out
 
 

@@ -28,7 +28,7 @@ from stint.sim.traces import TierMix, load
 def job(jid: str, arrival: float, gpus: int, seconds: float, tier: Tier,
         lo: int | None = None, hi: int | None = None) -> JobSpec:
     lo, hi = lo or gpus, hi or gpus
-    return JobSpec(jid, arrival, seconds, gpus, lo, hi, tier=tier,
+    return JobSpec(jid, arrival, seconds, gpus, lo, hi, tier=tier, est_s=seconds,  # declared exactly
                    worker_counts=divisor_counts(hi, lo, hi) if hi > lo else ())
 
 
@@ -316,7 +316,7 @@ def test_a_pass_that_finds_it_must_reclaim_is_planned_again_with_the_drain_time(
 
 def _random_jobs(seed: int) -> tuple[ClusterView, Singularity]:
     """400 random running and waiting jobs of every tier on 64 nodes of 8 GPUs, some elastic,
-    some grown, and a fresh policy that has read them."""
+    some grown, some past their known length, and a fresh policy that has read them."""
     import random
 
     from stint.model.allocation import Allocation
@@ -336,7 +336,8 @@ def _random_jobs(seed: int) -> tuple[ClusterView, Singularity]:
         alloc = Allocation.of({i % 64: g}) if running else Allocation.of({})
         sts.append(JobStatus(spec, Phase.RUNNING if running else Phase.PAUSED, alloc,
                              work_done=rnd.uniform(0, spec.work / 2), rate=rnd.uniform(0.2, 1.5) if running else 0.0,
-                             as_of_s=rnd.choice((None, 5000.0)) if running else None))
+                             as_of_s=rnd.choice((None, 5000.0)) if running else None,
+                             est_work=spec.work / rnd.choice((1, 8, 64)) if rnd.random() < 0.3 else None))
     by_id = {st.job_id: st for st in sts}
     view = ClusterView(6000.0, cluster, sts, [8] * 64, ScalingModel(), by_id=by_id, stream=1)
     pol = make("singularity")
@@ -356,7 +357,7 @@ def test_the_table_finds_the_per_job_victim_order_and_drain_time() -> None:
     for st in sts:
         f = pol._facts(view, st)
         if f.rate_req > 0:
-            work += (st.spec.work - st.work_done_at(view.now)) / f.rate_req * st.spec.requested_workers \
+            work += st.known_remaining_at(view.now) / f.rate_req * st.spec.requested_workers \
                 * st.spec.gpus_per_worker
     assert pol._drain(view, by_id) == work / up
     for drain in (None, work / up, 3000.0):
@@ -424,3 +425,20 @@ def test_the_victims_of_a_waiting_job_are_those_it_could_take_from_found_ordered
                 assert not pol._reclaim(view, "preempt", w, v, Staging(list(view.free_gpus), {}, {}))
     assert left_out > 100
     assert {(0, False, True), (1, True, False), (2, False, False)} <= kinds  # leads, on time, late
+
+
+def test_a_job_past_its_known_length_is_held_to_the_longer_job_s_deadline() -> None:
+    # P (premium) was declared 100 s; at 160 it has done 150 (1 work unit/s), so it is believed
+    # to be 200 s long: its deadline is the one of a 200 s job, arrival + 60 + 200 / 0.95 = 270.5
+    # (not the 100 s job's, 165.3, already too close: it would count as late and lose its place).
+    from stint.model.sla import deadline_s
+    from stint.policies.base import Phase
+
+    spec = job("P", 0.0, 1, 1000.0, Tier.PREMIUM)
+    st = JobStatus(spec, Phase.PAUSED, work_done=150.0, est_work=100.0)
+    view = ClusterView(160.0, Cluster.uniform(1, 4), [st], [4], ScalingModel(), by_id={"P": st}, stream=1)
+    pol = make("singularity")
+    assert isinstance(pol, Singularity)
+    f = pol._facts(view, st)
+    assert f.remaining_s == 50.0 and f.on_time
+    assert f.slack_s == deadline_s(0.0, 200.0, 0.95) - 160.0 - 30.0 - 50.0

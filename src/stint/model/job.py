@@ -45,11 +45,15 @@ class JobSpec:
     user: str = "default"
     vc: str = ""
     batch_size: int = 0
-    # Recorded run time at requested_workers, if the trace carries it (oracle for SJF/SRTF).
+    # Recorded run time at requested_workers, if the trace carries it (the truth: policies see
+    # it only under ``--knowledge oracle``, through ``JobStatus.est_work``).
     duration_s: float | None = None
     # The worker counts the job can run on, ascending; empty means every count in min..max. An
     # SDK job runs on the divisors of its logical world size (``divisor_counts``).
     worker_counts: tuple[int, ...] = ()
+    # The run time the user declared at requested_workers (a trace's ``est_s`` column,
+    # ``stint submit --est-s``): what a policy may know of the job's length (``policies.knowledge``).
+    est_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -63,6 +67,8 @@ class JobSpec:
                 f"job {self.job_id}: need 1 <= min_workers <= requested_workers <= max_workers "
                 f"(got {self.min_workers}, {self.requested_workers}, {self.max_workers})"
             )
+        if self.est_s is not None and not self.est_s > 0:
+            raise ValueError(f"job {self.job_id}: est_s must be positive (got {self.est_s})")
         counts = self.worker_counts
         if counts and (list(counts) != sorted(set(counts)) or counts[0] < self.min_workers
                        or counts[-1] > self.max_workers or self.requested_workers not in counts):

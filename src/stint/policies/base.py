@@ -15,6 +15,7 @@ from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.placement.free_index import FreeIndex
+from stint.policies.knowledge import known_total
 
 
 class Phase(StrEnum):
@@ -47,6 +48,11 @@ class JobStatus:
     # ``work_done_at(now)``/``attained_gpu_s_at(now)``, which are exact either way.
     rate: float = 0.0
     as_of_s: float | None = None
+    # What the policy may know of the job's whole work, in work units (``policies.knowledge``):
+    # set by the mechanism that builds the status (the user's declaration or the learned
+    # estimate; the true work only under oracle knowledge). None: ``spec.work``, which for a live
+    # job is its declared length. Read it through ``known_work``/``known_remaining_at``.
+    est_work: float | None = None
 
     @property
     def job_id(self) -> str:
@@ -81,7 +87,24 @@ class JobStatus:
 
     @property
     def remaining_work(self) -> float:
+        """The true remaining work (mechanisms only: a policy reads ``known_remaining_at``)."""
         return max(0.0, self.spec.work - self.work_done)
+
+    @property
+    def known_work(self) -> float:
+        """The job's whole work as the policy may know it (its estimate, not its truth)."""
+        return self.spec.work if self.est_work is None else self.est_work
+
+    def known_total_at(self, now: float) -> float:
+        """The believed whole work at ``now``: the estimate, doubled each time the work done
+        passes it (``knowledge.known_total``)."""
+        done = self.work_done_at(now)
+        est = self.known_work
+        return est if done <= est else known_total(est, done)
+
+    def known_remaining_at(self, now: float) -> float:
+        """Remaining work as the policy may know it at ``now``."""
+        return self.known_total_at(now) - self.work_done_at(now)
 
 
 class PerfModel(Protocol):

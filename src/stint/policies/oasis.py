@@ -73,7 +73,8 @@ def dp_job(spec: JobSpec, arrival_slot: int, end_slot: int, slot_s: float, group
     A :class:`PSJobSpec` has E_i N_i chunks of M_i(τ_i + 2e_i/b_i) worker-seconds; any other
     ``JobSpec`` is read as ``work × requested_workers`` worker-seconds in one-worker-slot chunks.
     Above ``max_quanta`` units, chunks are merged into equal coarser quanta (open point 10).
-    ``fraction`` < 1 plans only that part of the work (re-planning a job in progress).
+    ``fraction`` plans that part of the work: < 1 for a job in progress, other than 1 when the
+    job's known length is not its work (``JobStatus.known_work``).
     """
     if isinstance(spec, PSJobSpec):
         work_ws = spec.work / slot_s * fraction
@@ -160,7 +161,7 @@ class OASiS(PolicyBase):
         plan = Plan()
         for st in view.jobs:
             if st.job_id not in self.decided and st.phase == Phase.QUEUED:
-                self.decide(st.spec, now_slot, plan)
+                self.decide(st.spec, now_slot, plan, known=st.known_work)
             elif self.redecide_overrun and self._overran(st.job_id, now_slot):
                 self.redecide(st, view.now, now_slot, plan)
         for st in view.jobs:
@@ -183,7 +184,7 @@ class OASiS(PolicyBase):
         again for the work it has left, from this slot."""
         spec = st.spec
         self.committed.pop(spec.job_id)
-        fraction = min(1.0, max(spec.work - st.work_done_at(now), 0.0) / spec.work) or 1.0 / 64
+        fraction = st.known_remaining_at(now) / spec.work or 1.0 / 64  # what it is believed to have left
         assert self.worker_prices is not None and self.groups is not None
         end = self.end_slot if self.end_slot is not None else now_slot + self.horizon
         job = dp_job(spec, now_slot, end, self.slot_s, self.groups, self.max_quanta, fraction)
@@ -197,17 +198,19 @@ class OASiS(PolicyBase):
         self.committed[spec.job_id] = (job, sched)
         plan.explain[spec.job_id] = self.describe(spec.job_id, "re-admitted for the work left")
 
-    def decide(self, spec: JobSpec, now_slot: int, plan: Plan) -> Schedule | None:
+    def decide(self, spec: JobSpec, now_slot: int, plan: Plan, known: float | None = None) -> Schedule | None:
         """Steps 1-4 of Alg. 1 for one arriving job; records the outcome in ``plan``.
 
         The schedule starts at the first slot boundary at or after the arrival (a job arriving
-        mid-slot waits for the next slot).
+        mid-slot waits for the next slot). ``known`` is the job's work as the policy may know it
+        (``JobStatus.known_work``; None: ``spec.work``): the schedule is planned for that much.
         """
         assert self.worker_prices is not None and self.groups is not None
         self.decided.add(spec.job_id)
         a = max(now_slot, math.ceil(spec.arrival_s / self.slot_s - 1e-9))
         end = self.end_slot if self.end_slot is not None else a + self.horizon
-        job = dp_job(spec, a, end, self.slot_s, self.groups, self.max_quanta)
+        fraction = 1.0 if known is None else known / spec.work
+        job = dp_job(spec, a, end, self.slot_s, self.groups, self.max_quanta, fraction)
         if isinstance(job, str):
             plan.reject[spec.job_id] = f"oasis: {job}"
             return None

@@ -49,7 +49,7 @@ class OASiSReplan(OASiS):
         now_slot = math.floor(view.now / self.slot_s + 1e-9)
         for st in view.jobs:
             if st.job_id in self.committed and st.job_id in earlier:
-                self._replan(st, now_slot, plan, st.spec.work - st.work_done_at(view.now))
+                self._replan(st, now_slot, plan, st.known_remaining_at(view.now))
         return plan
 
     def _replan(self, st: JobStatus, now: int, plan: Plan, remaining: float) -> None:
@@ -84,7 +84,7 @@ class OASiSReplan(OASiS):
         assert self.groups is not None
         spec = st.spec
         penalty = self.change_cost_s * st.allocation.num_workers if st.allocation else 0.0
-        fraction = min(1.0, (remaining + penalty) / spec.work)
+        fraction = min(st.known_work, remaining + penalty) / spec.work
         end = self.end_slot if self.end_slot is not None else now + self.horizon
         return dp_job(spec, now, end, self.slot_s, self.groups, self.max_quanta, fraction)
 

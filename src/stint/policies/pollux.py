@@ -12,7 +12,7 @@
    (with p <= 0 a job without GPUs makes the fitness zero, so every job that can run gets one),
    then repeatedly the job and size step with the largest gain in u per GPU, over every step size
    (so a restart's penalty is weighed against the whole growth it buys, not one GPU at a time).
-4. Placement as Optimus: moves as few workers as possible (``optimus._place_targets``).
+4. Placement moves as few workers as possible (``optimus._place_targets``).
 
 Pollux's own optimiser is a genetic algorithm over allocation matrices. The greedy search here
 optimises the same objective over GPU counts per job with consolidated placements; it is

@@ -68,11 +68,11 @@ class RRH(PolicyBase):
         return math.ceil(remaining / (spec.requested_workers * self.slot_s) - 1e-9)
 
     def _yield(self, st: JobStatus, now: float, delay_slots: float = 0.0) -> float:
-        run = self._run_slots(st.spec, st.remaining_work) + delay_slots
+        run = self._run_slots(st.spec, st.known_remaining_at(now)) + delay_slots
         return float(st.spec.utility(now + run * self.slot_s - st.spec.arrival_s))
 
     def _reward_rate(self, st: JobStatus, now: float) -> float:
-        return self._yield(st, now) / max(st.remaining_work, 1e-9)
+        return self._yield(st, now) / max(st.known_remaining_at(now), 1e-9)
 
     def _delay_cost(self, others: list[JobStatus], now: float, work: float, capacity: float) -> float:
         """Expected yield ``others`` lose if ``work`` worker-seconds run first, spread over the
@@ -84,14 +84,14 @@ class RRH(PolicyBase):
         """Per job: does its future utility gain minus the delay cost its remaining work imposes
         on the other admitted jobs exceed the threshold?"""
         return {st.job_id: self._yield(st, now)
-                - self._delay_cost([j for j in live if j is not st], now, st.remaining_work, capacity)
+                - self._delay_cost([j for j in live if j is not st], now, st.known_remaining_at(now), capacity)
                 > self.threshold for st in live}
 
     def _admit(self, st: JobStatus, view: ClusterView, capacity: float) -> bool:
         admitted = [j for j in view.jobs if j.job_id in self.admitted]
-        wait = sum(j.remaining_work for j in admitted) / (capacity * self.slot_s)
+        wait = sum(j.known_remaining_at(view.now) for j in admitted) / (capacity * self.slot_s)
         gain = self._yield(st, view.now, wait)
-        return gain - self._delay_cost(admitted, view.now, st.spec.work, capacity) > self.threshold
+        return gain - self._delay_cost(admitted, view.now, st.known_work, capacity) > self.threshold
 
     # -- capacity ---------------------------------------------------------------------------------
     @staticmethod

@@ -5,7 +5,9 @@ policy (``papers/singularity.md`` §1); this is a policy designed for them, afte
 
 Quantities, for a job j at ``now`` (``stint.model.sla``): its tier's target τ (premium 0.95,
 standard 0.70, basic none); its requested rate ρ (the performance model's rate at the requested
-size, packed on the fewest nodes); its remaining ideal time r = remaining work / ρ; its
+size, packed on the fewest nodes); its remaining ideal time r = remaining *known* work / ρ
+(``JobStatus.known_remaining_at``: declared or estimated, never the recorded length; ideal and
+deadline likewise from ``known_work``); its
 *projected attainment* if it ran at rate x from now after one restart,
 ``attainment(ideal, now + restart_s + remaining/x - arrival)``; its *surplus* = projected
 attainment at ρ minus τ (τ = 0 for basic); its *slack* = the latest finish meeting τ minus
@@ -725,7 +727,7 @@ class Singularity(PolicyBase):
                 continue
             spec, have = f.st.spec, now_holds(f)
             n, gpw = have.num_workers, spec.gpus_per_worker
-            left = f.st.spec.work - f.st.work_done_at(view.now)
+            left = f.st.known_remaining_at(view.now)
             slow = left / max(self._rate(view, f.st, have), 1e-12)
             order = sorted(range(len(free)), key=lambda i: (i not in dict(have.workers), -free[i], i))
             for m in reversed([c for c in spec.feasible_counts() if c > n]):
@@ -745,13 +747,17 @@ class Singularity(PolicyBase):
     def _facts(self, view: ClusterView, st: JobStatus) -> Facts:
         spec = st.spec
         c = self._const.get(spec.job_id) or self._constants(view, st)
-        target, rate, top, ideal = c.target, c.rate_req, c.rate_top, c.ideal_s
-        left = spec.work - st.work_done_at(view.now)
+        target, rate, top, ideal, due_at = c.target, c.rate_req, c.rate_top, c.ideal_s, c.deadline_s
+        total = st.known_total_at(view.now)
+        left = total - st.work_done_at(view.now)  # (``known_remaining_at``)
+        if total != st.known_work and rate > 0:  # run past its estimate: the longer job's SLA
+            ideal = total / rate
+            due_at = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         remaining = left / rate if rate > 0 else math.inf
         proj = attainment(ideal, max(view.now + self.restart_s + remaining - spec.arrival_s, 0.0), self.allowance_s)
         slack, late = math.inf, False
-        if c.deadline_s is not None:
-            due = c.deadline_s - view.now - self.restart_s
+        if due_at is not None:
+            due = due_at - view.now - self.restart_s
             slack = due - remaining
             late = top <= 0 or due < left / top  # even at its largest size
         return Facts.of(st, c.rank, target, rate, remaining, slack, proj - (target or 0.0), late)
@@ -764,7 +770,7 @@ class Singularity(PolicyBase):
         counts = spec.feasible_counts()
         rate = view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node))
         top = view.perf.rate(spec, _packed_alloc(counts[-1], per_node))
-        ideal = spec.work / rate if rate > 0 else math.inf
+        ideal = st.known_work / rate if rate > 0 else math.inf
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
                                                counts[0] * spec.gpus_per_worker)
@@ -777,7 +783,8 @@ class Singularity(PolicyBase):
         """Put a job's constants in the table (on a pass's first need: a calm run never does)."""
         spec = st.spec
         c = self._const.get(spec.job_id) or self._constants(view, st)
-        self._table.add(spec.job_id, c, spec.work, spec.arrival_s, spec.requested_workers, spec.gpus_per_worker)
+        self._table.add(spec.job_id, c, spec.work, st.known_work, spec.arrival_s, spec.requested_workers,
+                        spec.gpus_per_worker)
 
     def _shape(self, view: ClusterView) -> Shape:
         """What the pass reads of the cluster, found once per cluster (a ``Cluster`` is immutable)."""
@@ -801,8 +808,8 @@ class Singularity(PolicyBase):
 
     def _projected(self, view: ClusterView, f: Facts, rate: float) -> float:
         spec = f.st.spec
-        ideal = spec.work / f.rate_req if f.rate_req > 0 else math.inf
-        left = (spec.work - f.st.work_done_at(view.now)) / rate if rate > 0 else math.inf
+        ideal = f.st.known_total_at(view.now) / f.rate_req if f.rate_req > 0 else math.inf
+        left = f.st.known_remaining_at(view.now) / rate if rate > 0 else math.inf
         return attainment(ideal, max(view.now + self.restart_s + left - spec.arrival_s, 0.0), self.allowance_s)
 
     def _touchable(self, view: ClusterView, v: Facts, new: Allocation, margin: float = 0.0) -> bool:

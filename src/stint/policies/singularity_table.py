@@ -28,7 +28,8 @@ import numpy as np
 
 from stint.policies.base import JobStatus
 
-_COLUMNS = ("rank", "target", "rate_req", "top", "ideal", "deadline", "work", "arrival", "workers", "gpw")
+_COLUMNS = ("rank", "target", "rate_req", "top", "ideal", "deadline", "work", "known", "arrival", "workers",
+            "gpw")
 
 
 def work_done_at(statuses: Sequence[JobStatus], work: np.ndarray, now: float) -> np.ndarray:
@@ -38,6 +39,26 @@ def work_done_at(statuses: Sequence[JobStatus], work: np.ndarray, now: float) ->
     as_of = np.array([math.nan if (t := st.as_of_s) is None else t for st in statuses], dtype=float)  # not lazy
     rate = np.array([st.rate for st in statuses], dtype=float)
     return np.where(np.isnan(as_of), done, np.minimum(work, done + rate * (now - as_of)))
+
+
+def known_totals(known: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``JobStatus.known_total_at`` of every row, as one array: the known work, doubled until it
+    reaches the work done (``knowledge.known_total``; doubling is exact in floats)."""
+    base = np.maximum(known, 1e-12)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(done > known, np.ceil(np.log2(done / base)), 0.0)
+    total = base * np.exp2(np.maximum(k, 0.0))
+    total = np.where(total < done, total * 2.0, total)  # log2's rounding near a power of two
+    half = total / 2.0
+    total = np.where((half >= done) & (half >= base), half, total)
+    out: np.ndarray = np.where(done <= known, known, total)
+    return out
+
+
+def known_left(known: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``JobStatus.known_remaining_at`` of every row: ``known_totals`` less the work done."""
+    out: np.ndarray = known_totals(known, done) - done
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +106,13 @@ class Table:
         self._cap = 0
         self.rank = np.zeros(0, dtype=np.int64)
         self.target = self.rate_req = self.top = self.ideal = self.deadline = np.zeros(0)
-        self.work = self.arrival = self.workers = self.gpw = np.zeros(0)
+        self.work = self.known = self.arrival = self.workers = self.gpw = np.zeros(0)
         self.jid = np.zeros(0, dtype="U16")
 
-    def add(self, job_id: str, c: Constants, work: float, arrival_s: float, workers: int,
+    def add(self, job_id: str, c: Constants, work: float, known: float, arrival_s: float, workers: int,
             gpus_per_worker: int) -> None:
-        """Add (or replace) the row of ``job_id``: its constants, work, arrival, requested
+        """Add (or replace) the row of ``job_id``: its constants, work (where its progress
+        stops), known work (``JobStatus.known_work``: all the rules read), arrival, requested
         workers and GPUs per worker."""
         i = self.row.get(job_id)
         if i is None:
@@ -100,7 +122,7 @@ class Table:
             self.jid = self.jid.astype(f"U{max(len(job_id), 2 * (self.jid.dtype.itemsize // 4))}")
         self.rank[i], self.target[i], self.rate_req[i], self.top[i] = c.rank, c.target or 0.0, c.rate_req, c.rate_top
         self.ideal[i], self.deadline[i] = c.ideal_s, math.nan if c.deadline_s is None else c.deadline_s
-        self.work[i], self.arrival[i], self.jid[i] = work, arrival_s, job_id
+        self.work[i], self.known[i], self.arrival[i], self.jid[i] = work, known, arrival_s, job_id
         self.workers[i], self.gpw[i] = workers, gpus_per_worker
 
     def drop(self, job_id: str) -> None:
@@ -125,17 +147,23 @@ class Table:
         return np.fromiter(map(self.row.__getitem__, ids), dtype=np.intp, count=len(ids))
 
     def _quantities(self, r: np.ndarray, done: np.ndarray, now: float, restart_s: float, allowance_s: float,
-                    drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Rows ``r``'s work left, remaining ideal time, surplus and critical flag at ``now``
-        (``Singularity._facts``' formulas, operation by operation)."""
-        rate, ideal = self.rate_req[r], self.ideal[r]
-        left = self.work[r] - done
+                    drain: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``r``'s work left, remaining ideal time, surplus, critical flag and deadline at
+        ``now`` (``Singularity._facts``' formulas, operation by operation)."""
+        rate, known = self.rate_req[r], self.known[r]
+        total = known_totals(known, done)
+        left = total - done
+        over = (total != known) & (rate > 0)  # run past its estimate: the longer job's SLA
         with np.errstate(divide="ignore", invalid="ignore"):
+            ideal = np.where(over, total / np.where(rate > 0, rate, 1.0), self.ideal[r])
+            deadline = np.where(over & ~np.isnan(self.deadline[r]),
+                                self.arrival[r] + allowance_s + ideal / np.where(over, self.target[r], 1.0),
+                                self.deadline[r])
             remaining = np.where(rate > 0, left / np.where(rate > 0, rate, 1.0), math.inf)
             charged = np.maximum(now + restart_s + remaining - self.arrival[r], 0.0) - allowance_s
             proj = np.where(np.isinf(ideal), 0.0, np.where(charged <= ideal, 1.0, ideal / charged))
         critical = remaining > drain if drain is not None else np.zeros(len(r), dtype=bool)
-        return left, remaining, proj - self.target[r], critical
+        return left, remaining, proj - self.target[r], critical, deadline
 
     def victim_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
                      allowance_s: float, drain: float | None) -> VictimOrder:
@@ -146,16 +174,17 @@ class Table:
             return VictimOrder([], np.zeros(0, dtype=np.int64), [], np.zeros(0))
         r = self.rows(ids)
         done = work_done_at(statuses, self.work[r], now)
-        _, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        _, remaining, surplus, critical, deadline = self._quantities(r, done, now, restart_s, allowance_s, drain)
         rank = self.rank[r]
         order = np.lexsort((self.jid[r], -self.arrival[r], np.where(critical, remaining, -surplus), critical, rank))
         return VictimOrder(self.jid[r][order].tolist(), rank[order], critical[order].tolist(),
-                           self._slack(r, remaining, now, restart_s)[order])
+                           self._slack(deadline, remaining, now, restart_s)[order])
 
-    def _slack(self, r: np.ndarray, remaining: np.ndarray, now: float, restart_s: float) -> np.ndarray:
-        """Rows ``r``'s slack (``Singularity._facts``: the latest finish meeting the target, less
+    @staticmethod
+    def _slack(deadline: np.ndarray, remaining: np.ndarray, now: float, restart_s: float) -> np.ndarray:
+        """The rows' slack (``Singularity._facts``: the latest finish meeting the target, less
         a restart, less the remaining ideal time; inf without a target)."""
-        due = self.deadline[r] - now - restart_s
+        due = deadline - now - restart_s
         return np.where(np.isnan(due), math.inf, due - remaining)
 
     def serve_order(self, ids: Sequence[str], statuses: Sequence[JobStatus], now: float, restart_s: float,
@@ -166,11 +195,11 @@ class Table:
         ``Facts.serve_key`` sorts them."""
         r = self.rows(ids)
         done = work_done_at(statuses, self.work[r], now)
-        left, remaining, surplus, critical = self._quantities(r, done, now, restart_s, allowance_s, drain)
-        due = self.deadline[r] - now - restart_s
+        left, remaining, surplus, critical, deadline = self._quantities(r, done, now, restart_s, allowance_s, drain)
+        due = deadline - now - restart_s
         timed = ~np.isnan(due)
         top = self.top[r]
-        slack = self._slack(r, remaining, now, restart_s)
+        slack = self._slack(deadline, remaining, now, restart_s)
         with np.errstate(divide="ignore", invalid="ignore"):
             late = timed & ((top <= 0) | (due < left / np.where(top > 0, top, 1.0)))
         on_time = timed & ~late
@@ -187,7 +216,7 @@ class Table:
             return 0.0
         r = self.rows(ids)
         rate, work = self.rate_req[r], self.work[r]
+        left = known_left(self.known[r], work_done_at(statuses, work, now))
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(rate > 0, (work - work_done_at(statuses, work, now)) / rate * self.workers[r] * self.gpw[r],
-                             0.0)
+            terms = np.where(rate > 0, left / rate * self.workers[r] * self.gpw[r], 0.0)
         return float(np.cumsum(terms)[-1]) + 0.0

@@ -1,8 +1,9 @@
 """Shortest job first (SJF, non-preemptive) and shortest remaining time first (SRTF, preemptive).
 
-Both use *oracle* durations: the run time the trace recorded (``JobSpec.duration_s``), or the
-job's work in its model's units when the trace has none. Real schedulers do not know these; the
-policies are upper-bound baselines, as in the Tiresias and Pollux papers.
+Both order by the length the policy may know (``JobStatus.known_remaining_at``,
+``policies/knowledge.py``): the declared or learned estimate by default; with ``--knowledge
+oracle``, the run time the trace recorded, the upper-bound baselines of the Tiresias and Pollux
+papers. Lengths are in the job's work units (for Philly traces, seconds at the requested size).
 
 SRTF preempts a running job when a waiting job's remaining time is strictly shorter than the
 running job's; ties never preempt (that would thrash). Both backfill: a job that does not fit is
@@ -22,10 +23,8 @@ Key3 = tuple[float, float, str]
 
 
 def remaining_s(st: JobStatus, now: float) -> float:
-    """Oracle remaining run time at the requested size, in seconds."""
-    spec = st.spec
-    seconds_per_work = (spec.duration_s / spec.work) if spec.duration_s else 1.0
-    return (spec.work - st.work_done_at(now)) * seconds_per_work
+    """Known remaining work (for Philly traces: seconds at the requested size)."""
+    return st.known_remaining_at(now)
 
 
 def _sjf_key(st: JobStatus, now: float) -> tuple[float, float, str]:
@@ -42,7 +41,7 @@ def _srtf_key(st: JobStatus, now: float) -> tuple[float, float, str]:
 
 @register("sjf")
 class Sjf(PolicyBase):
-    """Non-preemptive shortest-job-first with oracle durations."""
+    """Non-preemptive shortest-job-first by known length."""
 
     tick_s: float | None = None
     name = "sjf"
@@ -70,7 +69,7 @@ class Sjf(PolicyBase):
 
 @register("srtf")
 class Srtf(Sjf):
-    """Preemptive shortest-remaining-time-first with oracle durations."""
+    """Preemptive shortest-remaining-time-first by known remaining length."""
 
     name = "srtf"
 

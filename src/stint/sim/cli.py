@@ -78,6 +78,10 @@ def parser() -> argparse.ArgumentParser:
       "(adaptive under pollux) [default: auto].")
     a("--tiers", help="Tier shares by job count for traces without tiers, e.g. "
       "premium=0.1,standard=0.3,basic=0.6 [default: 0.1, 0.6, 0.3].")
+    a("--knowledge", choices=("declared", "oracle"), default="declared",
+      help="What policies know of a job's length: 'declared' (the trace's est_s column, else the "
+      "user-history estimate; docs/simulator.md) or 'oracle' (the true length, for studies) "
+      "[default: declared].")
     a("--reservation", metavar="SPEC", help="A daily inference reservation: peak=F,start=H,end=H"
       "[,ramp=H] reserves round(F x nodes) nodes from hour start to end of the trace's clock every "
       "day (docs/simulator.md).")
@@ -216,6 +220,7 @@ def _sim(args: argparse.Namespace) -> int:
         tiers=mix,
         sla=sla,
         reservation=reserve,
+        knowledge=args.knowledge,
     )
     out: Path = args.out
     try:

@@ -34,6 +34,7 @@ from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.placement.ledger import Ledger
 from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase, Policy
+from stint.policies.knowledge import Knowledge
 from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
 from stint.sim.events import Event, EventKind
@@ -103,6 +104,9 @@ class Simulator:
     end_s: float = math.inf
     # A daily capacity reservation (nodes taken back at peak hours), enacted like node failures.
     reservation: Reservation | None = None
+    # What policies may know of each job's length (``stint.policies.knowledge``): declared (the
+    # user's ``est_s``, else the user-history estimate) by default; oracle for studies.
+    knowledge: Knowledge = field(default_factory=Knowledge)
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -143,6 +147,7 @@ class Simulator:
         self._busy_at_window = -1.0  # busy GPU-seconds when the last day's window opened
         self._reserved_series: tuple[array[float], array[float]] = (array("d"), array("d"))
         self.events = 0  # events handled so far (arrivals included)
+        self._estimates: dict[str, tuple[float, str]] = {}  # job -> (estimate s, its source)
 
     # ----------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
@@ -275,7 +280,8 @@ class Simulator:
         preemptions, last change), holding ``allocation`` if it fits, else waiting."""
         st = JobStatus(spec=old.spec, phase=old.phase, work_done=old.work_done_at(t),
                        attained_gpu_s=old.attained_gpu_s_at(t), first_start_s=old.first_start_s,
-                       last_change_s=old.last_change_s, preemptions=old.preemptions, as_of_s=t)
+                       last_change_s=old.last_change_s, preemptions=old.preemptions, as_of_s=t,
+                       est_work=old.est_work)  # what was known of it stays known
         self._insert(st)
         if allocation and self._ledger.fits(st.spec, allocation):
             self._ledger.take(st.spec, allocation)
@@ -286,8 +292,19 @@ class Simulator:
             self._waiting += 1
 
     def _arrive(self, spec: JobSpec, t: float) -> None:
-        self._insert(JobStatus(spec=spec, last_change_s=t, as_of_s=t))
+        self._insert(JobStatus(spec=spec, last_change_s=t, as_of_s=t, est_work=self._est_work(spec)))
         self._waiting += 1
+
+    def _est_work(self, spec: JobSpec) -> float:
+        """The job's length as policies may know it (the one place a simulated job's knowledge
+        is set), in work units: the estimate's seconds at the requested size x the rate there."""
+        est_s, source = self.knowledge.estimate_s(spec)
+        if est_s is None:
+            self._estimates[spec.job_id] = (self._requested_ideal_s(spec), str(source))
+            return spec.work
+        self._estimates[spec.job_id] = (est_s, str(source))
+        rate = self._requested_rate(spec)
+        return est_s * rate if rate > 0 else spec.work
 
     def _insert(self, st: JobStatus) -> None:
         """Add an active job; note when it arrived before the table's last (``_reorder``)."""
@@ -446,6 +463,10 @@ class Simulator:
             self._waiting -= 1
         self._changed[spec.job_id] = None
         jct = t - spec.arrival_s
+        sla_ideal = self._requested_ideal_s(spec)
+        est_s, est_source = self._estimates.pop(spec.job_id, (math.nan, ""))
+        if not rejected and math.isfinite(sla_ideal):
+            self.knowledge.observe(spec, sla_ideal)  # what a finished job's run time teaches
         self._records.append(
             JobRecord(
                 job_id=spec.job_id,
@@ -463,7 +484,9 @@ class Simulator:
                 rejected=rejected,
                 ideal_s=self._ideal_s(spec),
                 tier=spec.tier.value,
-                sla_ideal_s=self._requested_ideal_s(spec),
+                sla_ideal_s=sla_ideal,
+                est_s=est_s,
+                est_source=est_source,
             )
         )
 
@@ -491,14 +514,18 @@ class Simulator:
 
     def _requested_ideal_s(self, spec: JobSpec) -> float:
         """Run time alone at the requested size packed on the fewest nodes (the SLA's ideal)."""
+        rate = self._requested_rate(spec)
+        return spec.work / rate if rate > 0 else math.inf
+
+    def _requested_rate(self, spec: JobSpec) -> float:
+        """Rate alone at the requested size packed on the fewest nodes."""
         gpw = max(spec.gpus_per_worker, 1)
         per_node = max(self._node_gpus // gpw, 1)  # the largest node, found once (not per job)
         full, rest = divmod(spec.requested_workers, per_node)
         nodes = dict.fromkeys(range(full), per_node)
         if rest:
             nodes[full] = rest
-        rate = self.perf.rate(spec, Allocation.of(nodes))
-        return spec.work / rate if rate > 0 else math.inf
+        return self.perf.rate(spec, Allocation.of(nodes))
 
     # ------------------------------------------------------------------------------ capacity
     def _release(self, st: JobStatus) -> None:

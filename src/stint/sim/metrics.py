@@ -32,6 +32,8 @@ class JobRecord:
     ideal_s: float
     tier: str = "standard"
     sla_ideal_s: float = 0.0  # run time alone at the requested size (the SLA's ideal)
+    est_s: float = math.nan  # its length at the requested size as policies knew it (s)
+    est_source: str = ""  # where that came from (``policies.knowledge.Source``)
 
     @property
     def attainment(self) -> float:
@@ -95,6 +97,7 @@ class RunResult:
     # from times[i] on, gpus[i] GPUs are reserved; none before times[0].
     reserved: tuple[array[float], array[float]] = field(default_factory=lambda: (array("d"), array("d")))
     reservation: dict[str, float] | None = None  # set by the runner: the reservation's parameters
+    knowledge: str = ""  # set by the runner: what policies knew of job lengths (``policies.knowledge``)
 
     def reserved_gpu_s(self, until_s: float) -> float:
         """GPU-seconds reserved from ``start_s`` to ``until_s``."""
@@ -158,12 +161,33 @@ class RunResult:
             **({"job_model": self.job_model} if self.job_model else {}),
             **({"batch": self.batch} if self.batch else {}),
             **({"reservation": self.reservation} if self.reservation is not None else {}),
+            **({"knowledge": knowledge_summary(self.records, self.knowledge)} if self.knowledge else {}),
         }
+
+
+def knowledge_summary(records: list[JobRecord], mode: str) -> dict[str, Any]:
+    """What policies knew of job lengths: the mode, how many estimates came from each source,
+    and the estimates' error against the true run time at the requested size, over completed
+    jobs: the median of estimate / truth, the median |log2| of it, the share within 2x."""
+    from stint.policies.knowledge import ESTIMATOR
+
+    sources: dict[str, int] = {}
+    for r in records:
+        if r.est_source:
+            sources[r.est_source] = sources.get(r.est_source, 0) + 1
+    ratios = sorted(r.est_s / r.sla_ideal_s for r in records
+                    if r.completed and r.sla_ideal_s > 0 and math.isfinite(r.est_s) and math.isfinite(r.sla_ideal_s))
+    logs = sorted(abs(math.log2(x)) for x in ratios if x > 0)
+    error = {"jobs": len(ratios), "median_ratio": percentile(ratios, 50) if ratios else 0.0,
+             "median_abs_log2": percentile(logs, 50) if logs else 0.0,
+             "within_2x": mean([float(x <= 1.0) for x in logs]) if logs else 0.0}
+    return {"mode": mode, "estimator": ESTIMATOR if mode == "declared" else "the true work",
+            "sources": sources, "error": error}
 
 
 def tier_summary(records: list[JobRecord], sla: SlaTargets) -> dict[str, dict[str, Any]]:
     """Per tier: jobs, completed, target, share meeting it (rejected jobs do not), attainment
-    mean and 5th percentile, mean and p99 JCT of completed jobs. Tiers without jobs are left out."""
+    mean, median and 5th percentile, mean and p99 JCT of completed jobs. Tiers without jobs are left out."""
     out: dict[str, dict[str, Any]] = {}
     for tier in Tier:
         rs = [r for r in records if r.tier == tier.value]
@@ -177,6 +201,7 @@ def tier_summary(records: list[JobRecord], sla: SlaTargets) -> dict[str, dict[st
             "sla_target": sla.of(tier),
             "sla_met_fraction": mean([float(r.completed and sla.met(tier, a)) for r, a in zip(rs, att, strict=True)]),
             "mean_attainment": mean(att),
+            "median_attainment": percentile(sorted(att), 50),
             "p5_attainment": percentile(sorted(att), 5),
             "avg_jct_s": mean(jct) if jct else 0.0,
             "p99_jct_s": percentile(jct, 99) if jct else 0.0,

@@ -21,6 +21,7 @@ from stint.model.limits import cluster_reason
 from stint.model.sla import SlaTargets
 from stint.perf.profile import ProfileModel
 from stint.policies.base import PerfModel
+from stint.policies.knowledge import Knowledge, Mode
 from stint.policies.registry import make_with_options
 from stint.reconcile import Action
 from stint.sim.costs import CostModel, NamedCosts, for_format
@@ -51,6 +52,7 @@ class SimConfig:
     sla: SlaTargets = field(default_factory=SlaTargets)  # what ``tiers`` in the summary meets
     # A daily inference reservation; its ``clock0_s`` is taken from the trace (its time of day).
     reservation: Reservation | None = None
+    knowledge: str = "declared"  # ``--knowledge``: what policies know of job lengths (``policies.knowledge``)
 
     def cluster(self, trace: Trace) -> Cluster:
         """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
@@ -120,10 +122,10 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
     sim = Simulator(
         cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
         on_progress=on_progress, decision_period_s=cfg.decision_period_s, on_action=on_action,
-        reservation=reservation,
+        reservation=reservation, knowledge=Knowledge(Mode(cfg.knowledge)),
     )
     return replace(sim.run(), cost_model=costs, job_model=trace.job_model, batch=batch,
-                   sla=cfg.sla,
+                   sla=cfg.sla, knowledge=cfg.knowledge,
                    reservation=reservation.as_dict() if reservation is not None else None)
 
 

@@ -47,6 +47,7 @@ from stint.policies.base import PerfModel
 
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
 POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
+EST_COLUMN = "est_s"  # optional last column of either format: the user's declared run time (s)
 
 
 # What a job's ``work`` counts, per trace format (``summary.json`` states it as ``job_model``).
@@ -155,16 +156,18 @@ def load(
         perf: PerfModel
         clock0 = 0.0
         pick = _Pick(str(path), filters, stream=filters.limit is not None and not shipped)
-        if header == PHILLY_COLUMNS:
-            jobs, clock0 = _philly(reader, str(path), pick)
+        est = header is not None and bool(header) and header[-1] == EST_COLUMN
+        columns = header[:-1] if header is not None and est else header
+        if columns == PHILLY_COLUMNS:
+            jobs, clock0 = _philly(reader, str(path), pick, est)
             perf, fmt, model = ScalingModel(), "philly", "recorded-duration"
-        elif header == POLLUX_COLUMNS:
-            jobs, fmt = _pollux(reader, str(path), pick), "pollux"
+        elif columns == POLLUX_COLUMNS:
+            jobs, fmt = _pollux(reader, str(path), pick, est), "pollux"
             jobs, perf, model = _pollux_job_model(jobs, samples)
         else:
             raise TraceError(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
-                f"or {POLLUX_COLUMNS} (Pollux)"
+                f"or {POLLUX_COLUMNS} (Pollux), either with an optional last column {EST_COLUMN!r}"
             )
     return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model, clock0)
 
@@ -301,9 +304,14 @@ class _Pick:
         return kept, t0 or 0.0
 
 
-def _philly(reader: _Reader, path: str, pick: _Pick) -> tuple[list[JobSpec], float]:
+def _est(path: str, line: int, text: str) -> float | None:
+    """A row's declared run time: empty for none, else a positive number of seconds."""
+    return None if not text.strip() else _number(path, line, EST_COLUMN, text, float, 1e-9)
+
+
+def _philly(reader: _Reader, path: str, pick: _Pick, est: bool) -> tuple[list[JobSpec], float]:
     """The kept jobs, arrivals from the first kept one, and that one's time of day (s)."""
-    kept, t0 = pick.rows(_philly_rows(reader, path), from_first=True)
+    kept, t0 = pick.rows(_philly_rows(reader, path, est), from_first=True)
     base = kept[0][0] if kept else t0
     return [
         JobSpec(
@@ -316,16 +324,18 @@ def _philly(reader: _Reader, path: str, pick: _Pick) -> tuple[list[JobSpec], flo
             vc=vc,
             user=vc,
             duration_s=d,
+            est_s=e,
         )
-        for t, line, vc, (d, g) in kept
+        for t, line, vc, (d, g, e) in kept
     ], base % 86400.0
 
 
-def _philly_rows(reader: _Reader, path: str) -> Iterator[Row[tuple[float, int]]]:
-    """Each row checked, as it is read: (arrival, line, vc, (duration, GPUs))."""
+def _philly_rows(reader: _Reader, path: str, est: bool) -> Iterator[Row[tuple[float, int, float | None]]]:
+    """Each row checked, as it is read: (arrival, line, vc, (duration, GPUs, declared est_s))."""
     from datetime import UTC, datetime  # (Philly's timestamps only)
 
-    for line, (ts, duration, gpus, _gpu_time, vc) in _rows(reader, path, 5):
+    for line, row in _rows(reader, path, 6 if est else 5):
+        ts, duration, gpus, _gpu_time, vc = row[:5]
         try:
             t = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
         except ValueError:
@@ -334,13 +344,13 @@ def _philly_rows(reader: _Reader, path: str) -> Iterator[Row[tuple[float, int]]]
         g = _count(path, line, "num_gpus", gpus, MAX_JOB_GPUS)
         if not vc:
             raise TraceError(f"{path}:{line}: field 'cluster' is empty")
-        yield t, line, vc, (d, g)
+        yield t, line, vc, (d, g, _est(path, line, row[5]) if est else None)
 
 
-def _pollux(reader: _Reader, path: str, pick: _Pick) -> list[JobSpec]:
-    kept, _ = pick.rows(_pollux_rows(reader, path), from_first=False)
+def _pollux(reader: _Reader, path: str, pick: _Pick, est: bool) -> list[JobSpec]:
+    kept, _ = pick.rows(_pollux_rows(reader, path, est), from_first=False)
     jobs = []
-    for t, _line, _vc, (name, app, n, b) in kept:
+    for t, _line, _vc, (name, app, n, b, e) in kept:
         a = APPLICATIONS[app]
         jobs.append(
             JobSpec(
@@ -354,20 +364,24 @@ def _pollux(reader: _Reader, path: str, pick: _Pick) -> list[JobSpec]:
                 max_workers=n if app == "ncf" else max(n, b // a.min_local_bsz),
                 application=app,
                 batch_size=b,
+                est_s=e,
             )
         )
     return jobs
 
 
-def _pollux_rows(reader: _Reader, path: str) -> Iterator[Row[tuple[str, str, int, int]]]:
-    """Each row checked, as it is read: (arrival, line, "", (name, application, replicas, batch))."""
-    for line, (name, time_s, app, replicas, bsz) in _rows(reader, path, 5):
+def _pollux_rows(reader: _Reader, path: str, est: bool
+                 ) -> Iterator[Row[tuple[str, str, int, int, float | None]]]:
+    """Each row checked, as it is read: (arrival, line, "", (name, application, replicas, batch,
+    declared est_s))."""
+    for line, row in _rows(reader, path, 6 if est else 5):
+        name, time_s, app, replicas, bsz = row[:5]
         if app not in APPLICATIONS:
             raise TraceError(f"{path}:{line}: unknown application {app!r}; known: {', '.join(APPLICATIONS)}")
         t = _number(path, line, "time", time_s, float, 0.0)
         n = _count(path, line, "num_replicas", replicas, MAX_JOB_GPUS)
         b = _count(path, line, "batch_size", bsz, MAX_BATCH_SIZE)
-        yield t, line, "", (name or f"job-{line - 1}", app, n, b)
+        yield t, line, "", (name or f"job-{line - 1}", app, n, b, _est(path, line, row[5]) if est else None)
 
 
 def _pollux_job_model(jobs: list[JobSpec], samples: bool) -> tuple[list[JobSpec], PerfModel, str]:
