@@ -63,3 +63,25 @@ def store(db_url: str) -> Iterator[Store]:
     s.migrate()
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_job_bounds() -> Iterator[None]:
+    """At the end, remove what tests that kill a control plane or a supervisor on purpose leave
+    of their jobs' bounds: empty stint cgroups and stint network namespaces nothing runs in
+    (never one in use: other test workers may still be running theirs)."""
+    yield
+    if os.geteuid() != 0:
+        return
+    import subprocess
+
+    from stint.runtime.executor import cgroup, netns
+
+    host = cgroup.detect()
+    if host.kind != "none":
+        cgroup.sweep(host, lambda _name: False)  # (only empty ones are removed)
+    for name in netns.names("stint-"):
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True,
+                              check=False, timeout=10).stdout.split()
+        if not pids:
+            netns.delete(name)
