@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -85,3 +85,39 @@ def _no_leftover_job_bounds() -> Iterator[None]:
                               check=False, timeout=10).stdout.split()
         if not pids:
             netns.delete(name)
+
+
+@pytest.fixture
+def new_account() -> Iterator[Callable[[], str]]:
+    """``new_account()`` makes a fresh OS account (own group, no home) and returns its name;
+    every one made is deleted at the end, its processes killed first (root only)."""
+    import subprocess
+
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"stint{uuid.uuid4().hex[:8]}"
+        subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", name], check=True)
+        made.append(name)
+        return name
+
+    try:
+        yield make
+    finally:
+        for name in made:
+            subprocess.run(["pkill", "-KILL", "-u", name], check=False)
+            subprocess.run(["userdel", name], check=False)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory every account can traverse (pytest's tmp_path is under a 0700 directory)."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="stint-accounts-", dir="/tmp"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -11,10 +11,8 @@ import pwd
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,36 +40,15 @@ def _public_python() -> str:
     pytest.skip("no Python that every account may execute")
 
 
-def _made_account() -> Iterator[str]:
-    name = f"stints{uuid.uuid4().hex[:6]}"
-    subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", name], check=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], check=False)
-        subprocess.run(["userdel", name], check=False)
+@pytest.fixture
+def account(new_account: Callable[[], str]) -> str:
+    return new_account()
 
 
 @pytest.fixture
-def account() -> Iterator[str]:
-    yield from _made_account()
-
-
-@pytest.fixture
-def other() -> Iterator[str]:
+def other(new_account: Callable[[], str]) -> str:
     """A second account (another user of the same cluster)."""
-    yield from _made_account()
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A directory every account can traverse (pytest's tmp_path is under a 0700 one)."""
-    d = Path(tempfile.mkdtemp(prefix="stint-sandbox-", dir="/tmp"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    return new_account()
 
 
 def _job(base: Path, job: str, code: str, user: str | None = None, slot: int = 0,

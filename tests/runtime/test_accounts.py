@@ -10,11 +10,9 @@ import json
 import os
 import pwd
 import shutil
-import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,30 +40,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def accounts() -> Iterator[tuple[str, str]]:
-    """Two fresh OS accounts (own groups, no home), deleted at the end."""
-    tag = uuid.uuid4().hex[:6]
-    names = (f"stinta{tag}", f"stintb{tag}")
-    made = []
-    try:
-        for name in names:
-            subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", name], check=True)
-            made.append(name)
-        yield names
-    finally:
-        for name in made:
-            subprocess.run(["userdel", name], check=False)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A directory every account can traverse (pytest's tmp_path is under a 0700 directory)."""
-    d = Path(tempfile.mkdtemp(prefix="stint-accounts-", dir="/tmp"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+def accounts(new_account: Callable[[], str]) -> tuple[str, str]:
+    """Two fresh OS accounts, deleted at the end."""
+    return new_account(), new_account()
 
 
 def _workdir(base: Path, name: str) -> Path:

@@ -20,8 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -215,25 +214,9 @@ def test_a_copy_belongs_to_the_jobs_account() -> None:
 
 
 @pytest.fixture
-def account() -> Iterator[pwd.struct_passwd]:
-    """A fresh OS account (own group, no home), deleted at the end."""
-    name = f"stintcp{uuid.uuid4().hex[:6]}"
-    subprocess.run(["useradd", "-M", "-U", "-s", "/usr/sbin/nologin", name], check=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], check=False)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A directory every account can traverse (pytest's tmp_path is under a 0700 directory)."""
-    d = Path(tempfile.mkdtemp(prefix="stint-copy-", dir="/tmp"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+def account(new_account: Callable[[], str]) -> pwd.struct_passwd:
+    """A fresh OS account, deleted at the end."""
+    return pwd.getpwnam(new_account())
 
 
 def _bait(base: Path) -> Path:
