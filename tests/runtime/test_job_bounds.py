@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from rt_helpers import MLP, FlakyExecutor, Harness, ServeProc, counter_cmd, wait_for
 
@@ -79,6 +80,7 @@ def test_a_launch_the_host_refuses_for_now_is_retried_and_not_counted(
     assert job.attempt == 1 and job.reason.endswith("cannot run, not retried")
 
 
+@pytest.mark.slow
 def test_time_limit_checkpoints_stops_and_fails_the_job(db_url: str, tmp_path: Path) -> None:
     """`stint submit --time-limit 5 -- sleep 60` through a real `stint serve` (grace 1 s): the
     job is stopped at 5 s of running and fails with the reason; `stint show` shows its bounds;
@@ -162,6 +164,7 @@ if attempt == 1:
 """
 
 
+@pytest.mark.slow
 def test_a_job_whose_heartbeat_stops_is_restarted_and_one_that_never_reports_is_not_judged(
         h: Harness, tmp_path: Path) -> None:
     h.configure(hang_s=2.0, retry_backoff_s=0.2)
@@ -181,6 +184,7 @@ def _worker_pid(root: Path, job: int, attempt: int, rank: int) -> int:
     return int(json.loads(path.read_text())["pid"])
 
 
+@pytest.mark.slow
 def test_an_sdk_job_with_a_stopped_rank_is_restarted_as_hung_and_finishes(
         h: Harness, tmp_path: Path) -> None:
     """examples/mlp.py on 2 workers with --hang-s 4: rank 1 SIGSTOPped once steps are reported

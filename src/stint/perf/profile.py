@@ -30,6 +30,7 @@ from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
 from stint.perf import tables
 from stint.perf.progress import efficiency_table
+from stint.perf.tables import canonical
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,11 +227,6 @@ def _inverse_transform(corners: list[Vec]) -> tuple[tuple[Vec, Vec, Vec], Vec] |
     return (((e * i - f * h) / det, (c * h - b * i) / det, (b * f - c * e) / det),
             ((f * g - d * i) / det, (a * i - c * g) / det, (c * d - a * f) / det),
             ((d * h - e * g) / det, (b * g - a * h) / det, (a * e - b * d) / det)), r
-
-
-def canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
-    """Per-node GPU counts, zeros dropped, largest first (the order of nodes does not matter)."""
-    return tuple(sorted((c for c in placement if c > 0), reverse=True))
 
 
 @cache

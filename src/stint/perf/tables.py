@@ -94,10 +94,13 @@ def points_digest(points: list[Vec]) -> str:
     return f"crc32:{zlib.crc32(repr(points).encode()):08x}"
 
 
+def canonical(placement: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-node GPU counts, zeros dropped, largest first (the order of nodes does not matter)."""
+    return tuple(sorted((c for c in placement if c > 0), reverse=True))
+
+
 def read_sources(app: str) -> Sources:
     """Parse ``app``'s measured tables."""
-    from stint.perf.profile import canonical
-
     base = profile_dir(app)
     rows: dict[tuple[int, ...], dict[float, list[tuple[float, float]]]] = {}
     for placement, bsz, step_s, sync_s in _csv(base / "placements.csv.gz"):
@@ -197,9 +200,7 @@ def _csv(path: Path) -> list[list[str]]:
 
 
 def main() -> None:
-    from stint.perf.profile import APPLICATIONS
-
-    for app in APPLICATIONS:
+    for app in sorted(d.name for d in data_path("pollux/profiles").iterdir() if d.is_dir()):
         print(write(app))
 
 

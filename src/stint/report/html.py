@@ -11,18 +11,44 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Callable, Mapping
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from stint.reconcile import Action, ActionKind
 from stint.report.plots import cdf_plot, figure, jct_cdf, over_time
 from stint.report.tables import COLUMNS, fmt
-from stint.sim.metrics import RunResult
+
+
+class Finished(Protocol):
+    """What the page reads of a job's record (the simulator's ``JobRecord``)."""
+
+    @property
+    def jct_s(self) -> float: ...
+
+    @property
+    def completed(self) -> bool: ...
+
+
+class Run(Protocol):
+    """What the page reads of one policy's run (the simulator's ``RunResult``)."""
+
+    @property
+    def records(self) -> Sequence[Finished]: ...
+
+    @property
+    def start_s(self) -> float: ...
+
+    @property
+    def series(self) -> tuple[array[float], array[float], array[float]]: ...
+
+    @property
+    def latencies_s(self) -> array[float]: ...
 
 MAX_TIMELINE_JOBS = 40
 _MARKS = {ActionKind.PREEMPT: ("x", "tab:red"), ActionKind.RESIZE: ("^", "tab:orange"),
@@ -64,7 +90,7 @@ class Timeline:
         return job in self.holds
 
 
-def write_report(out: Path, title: str, total_gpus: int, results: Mapping[str, RunResult],
+def write_report(out: Path, title: str, total_gpus: int, results: Mapping[str, Run],
                  summaries: Mapping[str, Mapping[str, Any]],
                  timelines: Mapping[str, Timeline]) -> Path:
     """Write ``out/report.html`` and return its path."""
@@ -130,7 +156,7 @@ def latency_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             f"<th>p99 (ms)</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def latency_cdf(results: Mapping[str, RunResult], out: Any) -> None:
+def latency_cdf(results: Mapping[str, Run], out: Any) -> None:
     cdf_plot({n: np.frombuffer(r.latencies_s, dtype=float) * 1e3 for n, r in results.items()},
              "policy call latency (ms, log scale)", "fraction of calls", out, 3.5, floor=1e-4)
 

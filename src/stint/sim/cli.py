@@ -280,6 +280,8 @@ class _ProgressBar:
             return None
         from rich.console import Console
 
+        from stint.sim.progress_bar import rich_progress
+
         self._bar = rich_progress(Console(stderr=True))
         self._bar.__enter__()
         return self.update
@@ -333,16 +335,3 @@ def _models_line(results: dict[str, RunResult]) -> str:
         costs = f"{first.cost_model.name} (start {c.start_s:g} s, resume/resize/migrate {c.resume_s:g} s)"
     batches = ", ".join(f"{p} {r.batch}" for p, r in results.items())
     return f"job model: {first.job_model}; costs: {costs}; batch: {batches}"
-
-
-def rich_progress(console: Any) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )

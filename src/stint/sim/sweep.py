@@ -165,7 +165,7 @@ def on_ray(cfg: SweepConfig, address: str | None, workers: int) -> Runner:
     def run(cells: Sequence[Cell]) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
         if not cells:
             return
-        from stint.runtime.executor.raycluster import LOOPBACK_ENV
+        from stint.ray_env import LOOPBACK_ENV
 
         os.environ.update(LOOPBACK_ENV)  # before Ray is imported: keep every server on loopback
         import ray

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from stint.sim.cli import rich_progress
+from stint.sim.progress_bar import rich_progress
 
 
 def sweep(

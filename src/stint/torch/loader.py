@@ -15,16 +15,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from stint.torch import rng
+from stint.torch.env import JobEnv
 from stint.torch.sampler import Sampler
 
-if TYPE_CHECKING:
-    from stint.torch.job import Job
+T = TypeVar("T")
+
+
+class Trainer(Protocol):
+    """What a loader needs of the job that owns it (:class:`stint.torch.Job`): its worker's
+    environment, and the loops that hand micro-batches out with each logical rank's generators."""
+
+    env: JobEnv
+
+    def micro_batches(self, items: Sequence[T]) -> Iterator[T]: ...
+
+    def epoch_steps(self, loader: Loader) -> Iterator[StepBatch]: ...
 
 Key = tuple[int, int, int]  # (step, logical rank, dataset index)
 # DataLoader keywords passed through as they are (after num_workers, collate_fn, pin_memory).
@@ -110,7 +121,7 @@ class StepBatch:
     """One step's micro-batches, one per logical rank this worker hosts: iterate it once, and run
     forward and backward for each (like :meth:`Job.batches`)."""
 
-    def __init__(self, job: Job, items: list[Any]) -> None:
+    def __init__(self, job: Trainer, items: list[Any]) -> None:
         self._job, self._items = job, items
 
     def __len__(self) -> int:
@@ -127,7 +138,7 @@ class Loader:
     current epoch, one :class:`StepBatch` per step; ``len(loader)`` is the steps per epoch.
     """
 
-    def __init__(self, job: Job, dataset: Any, batch_size: int, *, shuffle: bool, seed: int,
+    def __init__(self, job: Trainer, dataset: Any, batch_size: int, *, shuffle: bool, seed: int,
                  num_workers: int, collate_fn: Callable[[list[Any]], Any] | None,
                  pin_memory: bool, **dataloader_args: Any) -> None:
         if isinstance(dataset, IterableDataset):

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stint.ray_env import LOOPBACK_ENV
 from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
-from stint.runtime.executor.raycluster import LOOPBACK_ENV, node_resource
+from stint.runtime.executor.raycluster import node_resource
 from stint.runtime.executor.shim import open_log, resolve_account, write_json_atomic
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,

@@ -38,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+from stint.ray_env import LOOPBACK_ENV
+
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # workers pass no objects through Ray; keep /dev/shm free
 
 
