@@ -300,3 +300,53 @@ def test_owned_tensors_are_written_by_their_owner_alone(tmp_path):
     for entry, shard in zip(ckpt.manifest["tensors"][:2], shards, strict=False):
         by_file[float(shard[0])] = {ckpt.manifest["blobs"][h]["file"] for h, _, _ in entry["parts"]}
     assert by_file == {1.0: {ckpt.path.name}, 2.0: {"step-000000000004.w1.part"}}
+
+
+def test_every_part_is_fsynced_before_its_rename_and_the_manifest_comes_last(tmp_path, monkeypatch):
+    """The write order a crash relies on: each file's data fsynced before it is renamed into
+    place, the directory fsynced after each rename, and worker 0's manifest file renamed only
+    after every other worker's part is durable."""
+    import os
+    import threading
+
+    from torch_helpers import write_shared
+
+    lock, events, paths = threading.Lock(), [], {}
+    real_open, real_fsync, real_replace, real_close = os.open, os.fsync, os.replace, os.close
+
+    def log(*event):
+        with lock:
+            events.append(event)
+
+    def opened(path, *args, **kw):
+        fd = real_open(path, *args, **kw)
+        with lock:
+            paths[fd] = str(path)
+        return fd
+
+    def fsynced(fd):
+        real_fsync(fd)
+        log("fsync", paths.get(fd, "?"))
+
+    def replaced(src, dst):
+        real_replace(src, dst)
+        log("replace", str(src), str(dst))
+
+    def closed(fd):
+        with lock:
+            paths.pop(fd, None)
+        real_close(fd)
+
+    monkeypatch.setattr(os, "open", opened)
+    monkeypatch.setattr(os, "fsync", fsynced)
+    monkeypatch.setattr(os, "replace", replaced)
+    monkeypatch.setattr(os, "close", closed)
+    write_shared(tmp_path, 1, [_big(1)] * 3)
+    renames = [i for i, e in enumerate(events) if e[0] == "replace"]
+    assert len(renames) == 3
+    for i in renames:
+        _, src, dst = events[i]
+        assert ("fsync", src) in events[:i], f"{dst} renamed before its data was fsynced"
+        assert i + 1 < len(events) and events[i + 1] == ("fsync", str(tmp_path)), \
+            f"the directory was not fsynced after {dst}'s rename"
+    assert events[renames[-1]][2].endswith(".ckpt")  # the manifest's file: last of all
