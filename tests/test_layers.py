@@ -41,3 +41,92 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("import time\nfrom stint.sim.engine import Simulator\n")
     assert _imports(f) == ["time", "stint.sim.engine"]
+
+
+# Each layer may import its own modules and those of layers below it (a lower rank), never one
+# beside or above it. The SDK (``torch``) stands apart: it imports nothing of the scheduler.
+RANKS = {"stint": 0, "ray_env": 0, "model": 1, "torch": 1, "perf": 2, "placement": 3, "policies": 4,
+         "config": 5, "reconcile": 5, "report": 6, "sim": 7, "experiments": 8, "runtime": 8, "cli": 9}
+
+
+def _module(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package at ``src`` it imports (at the top or in functions)."""
+    files = {_module(f, src): f for f in src.rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for mod, f in files.items():
+        deps: set[str | None] = set()
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                deps |= {known(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps |= {known(f"{node.module}.{a.name}") or known(node.module) for a in node.names}
+        graph[mod] = {d for d in deps if d is not None and d != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = [stack.pop()]
+            while comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _layer(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert _cycles(_graph(SRC)) == []
+
+
+def test_no_layer_imports_one_beside_or_above_it() -> None:
+    assert set(RANKS) >= {_layer(m) for m in _graph(SRC)}, "a new layer needs a rank"
+    upward = sorted((m, d) for m, deps in _graph(SRC).items() for d in deps
+                    if _layer(m) != _layer(d) and RANKS[_layer(d)] >= RANKS[_layer(m)])
+    assert upward == []
+
+
+def test_the_checks_see_a_cycle_and_a_function_local_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "stint"
+    (pkg / "sim").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sim" / "__init__.py").write_text("")
+    (pkg / "sim" / "a.py").write_text("from stint.sim.b import f\n")
+    (pkg / "sim" / "b.py").write_text("def f():\n    from stint.sim import a\n")
+    graph = _graph(pkg)
+    assert graph["stint.sim.b"] == {"stint.sim.a"}
+    assert _cycles(graph) == [["stint.sim.a", "stint.sim.b"]]

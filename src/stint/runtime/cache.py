@@ -173,10 +173,6 @@ class JobCache:
         same)."""
         self._noted.update(j.id for j in jobs)
 
-    def forget_changes(self, jobs: Iterable[Job]) -> None:
-        """The step failed before committing: reload these rows instead of trusting them."""
-        self._stale.update(j.id for j in jobs)
-
 
 def _plain(job: Job) -> bool:
     d = job.__dict__  # loaded column values, without the ORM descriptors' cost (see view.py)

@@ -38,8 +38,6 @@ S = JobState
 TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.REJECTED})
 # States whose job holds GPUs on the cluster (its ``allocation`` column is meaningful).
 HOLDING = frozenset({S.STARTING, S.RUNNING, S.CHECKPOINTING})
-# States in which processes of the job may exist.
-LIVE_PROCESSES = HOLDING
 # States a job passes through on its way back to STARTING after a preemption.
 RELAUNCHING = frozenset({S.RESUMED, S.MIGRATING, S.RESIZING})
 
