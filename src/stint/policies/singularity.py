@@ -1,7 +1,8 @@
-"""Singularity's scheduler (Shukla et al., 2022): SLA tiers, no idle GPU, no lost work.
+"""Singularity's scheduler ("Singularity: Planet-Scale, Preemptive and Elastic Scheduling of AI
+Workloads", Shukla et al., arXiv:2202.07848): SLA tiers, no idle GPU, no lost work.
 
 The paper publishes the mechanisms (transparent preemption, resize and migration) but not the
-policy (``papers/singularity.md`` §1); this is a policy designed for them, after its promises.
+policy; this is a policy designed for them, after its promises.
 
 Quantities, for a job j at ``now`` (``stint.model.sla``): its tier's target τ (premium 0.95,
 standard 0.70, basic none); its requested rate ρ (the performance model's rate at the requested
@@ -74,29 +75,9 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    waiting jobs ask for more GPUs than are free, a reclaim turns out to be needed, or an elastic
    job could grow; a pass whose waiting jobs all start on free GPUs is planned without it (it
    would change only which free GPUs each takes).
-Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). Cost per
-pass: O(waiting log waiting + changed jobs + nodes) when each waiting job starts on free GPUs or
-is skipped (a job's constants are kept per id, the active jobs by state from ``changed``); the
-running jobs' victim order is found only for a waiting job that does not fit the free GPUs, rule
-7 only with GPUs free and an elastic job to grow, and rule 8's drain time only under contention.
-The serve order (above ``FEW`` waiting jobs), the victim order and the drain time are computed
-on NumPy columns of the jobs' constants (``policies/singularity_table.py``: the same floats as
-the per-job formulas, in the same order), and a job's facts only when the pass tries it: a
-waiting job skipped for want of GPUs, or a victim no staging reaches, costs no Python step of its
-own. A victim rule 4 forbids preempting (held, or without the slack even with no margin) is
-skipped by every later waiting job of the pass, and reclaiming places from the staging's nodes
-by free GPUs (``RoomFree``: no scan of the nodes). A waiting job that misses its target even at
-ρ cannot be started by rule 3 on a placement meeting it (no placement of its request runs
-faster than packed: true of the scaling model; with measured throughput tables a spread
-placement measured faster is not looked for): its staging stops at the first victim it could
-stage, any one, found without the victim order, and is discarded as the whole walk's would be
-(it counts towards ``max_reclaims`` as before); a basic job has no victim below its tier, so a
-pass whose reclaiming jobs are all such or basic sorts no running job. Of its own tier a waiting
-job walks only the victims with more slack than a restart and rule 3's margin (the victim order's
-slack column): rule 4 keeps the others whole, and a congested tier holds many. Under long congestion
-(a cluster given more than its share, ``benchmarks/singularity_equivalence.py --workloads
-fleetll``) most waiting jobs are late, and this is most of a pass's cost spared. O(jobs log
-jobs + waiting x running) in the worst case, bounded by ``max_reclaims``.
+Every change carries its reason in ``Plan.explain`` ("preempted for premium job 12"). What a
+pass costs, and how the rules are evaluated on columns to keep it small, is in the guide
+(docs/singularity.md, "Cost of a pass").
 """
 
 from __future__ import annotations

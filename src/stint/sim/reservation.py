@@ -1,5 +1,5 @@
 """A daily inference reservation: nodes taken back from training at peak hours, given back at
-night (Singularity's motivating case, ``papers/singularity.md`` §1).
+night (Singularity's motivating case: inference peaks by day, training fills the night).
 
 ``Reservation(peak=0.3, start_h=9, end_h=21, ramp_h=0)`` reserves ``k = round(peak x nodes)``
 whole nodes (at least one) every day from ``start_h`` to ``end_h``, hours of the trace's clock:
