@@ -2,7 +2,7 @@
 
 Each policy runs in a fresh process (its peak RSS is its own): generation (``philly-shaped``,
 ``stint.sim.generate``: sizes and durations resampled from the shipped Philly trace, arrivals
-scaled to the cluster) and the simulation are timed apart. Bar (issue 12): under 5 minutes and
+scaled to the cluster) and the simulation are timed apart. The target: under 5 minutes and
 2 GB in all.
 Usage: .venv/bin/python benchmarks/sim_million.py [--jobs 1000000] [--gpus 100000]
 [--policies fifo,tiresias] [--seed 0] [--load 1]

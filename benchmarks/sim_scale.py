@@ -1,8 +1,8 @@
 """Simulator cost against cluster size: the whole Philly trace on 512, 4,096 and 32,768 GPUs.
 
 Each (policy, size) runs in a fresh process; prints one JSON line per run, then a table of CPU
-seconds (the steady figure on a shared machine) with the ratio to the smallest size. Bar (issue
-12): 32,768 GPUs at most 1.5x the CPU time of 512.
+seconds (the steady figure on a shared machine) with the ratio to the smallest size. The
+target: 32,768 GPUs at most 1.5x the CPU time of 512.
 Usage: .venv/bin/python benchmarks/sim_scale.py [--gpus 512,4096,32768] [--policies fifo,tiresias]
 [--limit N]
 """
