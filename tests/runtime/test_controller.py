@@ -9,6 +9,9 @@ from pathlib import Path
 
 from rt_helpers import Harness, counter_cmd, wait_for
 
+from stint.model.allocation import Allocation, Plan
+from stint.policies.base import ClusterView, PolicyBase
+from stint.runtime.controller import Controller
 from stint.runtime.store import load_alloc, record_transition
 from stint.runtime.tables import Job
 
@@ -222,3 +225,29 @@ def test_jobs_that_cannot_run_fail_at_once_and_block_no_one(h: Harness, tmp_path
         assert (job.attempt, job.failures) == (1, 1), job.reason
         assert why in job.reason and job.reason.endswith("cannot run, not retried")
     assert result(out)["total"] == 15
+
+
+class _Silent(PolicyBase):
+    """Starts the jobs named in ``start`` on node 0 and says nothing of the others."""
+
+    name = "silent"
+
+    def __init__(self, start: set[str]) -> None:
+        self.start = start
+
+    def plan(self, view: ClusterView) -> Plan:
+        return Plan({st.job_id: Allocation.of({0: st.spec.requested_workers}) for st in view.jobs
+                     if st.job_id in self.start and not st.allocation})
+
+
+def test_a_job_its_policy_gives_no_reason_for_never_shows_submitted(h: Harness, tmp_path: Path) -> None:
+    """A policy that explains nothing: the mechanism says why each job it saw waits (too big
+    for the free GPUs, or it fits and the policy keeps it back), instead of "submitted"."""
+    run = h.submit(counter_cmd(400, tmp_path / "run"), gpus=2)
+    big = h.submit(counter_cmd(10, tmp_path / "big"), gpus=3)
+    small = h.submit(counter_cmd(10, tmp_path / "small"), gpus=1)
+    assert h.job(small).reason == "submitted"
+    h.ctl = Controller(h.store, h.ctl.executor, _Silent({str(run)}), h.ctl.config)
+    h.run_until(run, lambda j: j.state == "running", "the started job to run")
+    assert h.job(big).reason == "capacity: needs 3 GPUs, 2 free"
+    assert h.job(small).reason == "held: silent starts other jobs first (2 GPUs free, it needs 1)"

@@ -52,6 +52,7 @@ class WaitCode(StrEnum):
     PREEMPTED = "preempted"  # the policy took its GPUs for another job
     ADMITTED = "admitted"  # admitted for a later slot (OASiS)
     PINNED = "pinned"  # an operator pin waits for its placement
+    HELD = "held"  # it would fit on the free GPUs, but the policy starts others or keeps it back
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from stint.model.allocation import EMPTY, Allocation, Plan
+from stint.model.allocation import EMPTY, Allocation, Plan, Wait, WaitCode
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.placement.free_index import FreeIndex
@@ -151,6 +151,16 @@ class ClusterView:
     down_nodes: frozenset[int] = frozenset()  # nodes that are down now (nothing may go there)
     explain: bool = False  # the mechanism wants ``Plan.waiting`` (why each waiting job waits)
     free_index: FreeIndex | None = None
+
+
+def unexplained_wait(spec: JobSpec, free_gpus: int, policy: str) -> Wait:
+    """Why a job waits when its policy gave no reason (the mechanism's own account): it does not
+    fit on the GPUs free after the pass, or it would, and the policy keeps it back."""
+    need = spec.min_workers * int(spec.worker_demand.gpu)
+    if need > free_gpus:
+        return Wait(WaitCode.CAPACITY, f"needs {need} GPUs, {free_gpus} free")
+    return Wait(WaitCode.HELD, f"{policy} starts other jobs first ({free_gpus} GPUs free, "
+                               f"it needs {need})")
 
 
 class Policy(Protocol):

@@ -54,7 +54,7 @@ from stint.model.allocation import Allocation, Plan
 from stint.perf.scaling import ScalingModel
 from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
-from stint.policies.base import ClusterView, Policy
+from stint.policies.base import ClusterView, Policy, unexplained_wait
 from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
@@ -67,7 +67,7 @@ from stint.runtime.executor.base import (
     WorkerLaunch,
 )
 from stint.runtime.metrics import Metrics
-from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
+from stint.runtime.states import HOLDING, RELAUNCHING, SUBMITTED, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Job, Transition
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
@@ -706,6 +706,13 @@ class Controller:
                      _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
             self._apply_action(s, jobs[int(a.job_id)], a, now, effects)
             report.actions.append(a)
+        free = sum(f for n, f in enumerate(ledger.free_gpus) if n not in ledger.down)
+        started = {a.job_id for a in staged.actions}
+        for st in statuses:  # a job the policy saw but gave no reason: the mechanism's own
+            row = jobs[int(st.job_id)]
+            if st.job_id not in started and st.job_id not in plan.reject \
+                    and row.reason == SUBMITTED and row.state in (S.QUEUED, S.PREEMPTED):
+                row.reason = str(unexplained_wait(st.spec, free, self.policy.name))
         self._forecast_stale = True
 
     def forecast(self, now: float) -> None:

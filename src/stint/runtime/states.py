@@ -35,6 +35,7 @@ class JobState(StrEnum):
 
 
 S = JobState
+SUBMITTED = "submitted"  # a new job's reason, until the policy has seen it
 TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.REJECTED})
 # States whose job holds GPUs on the cluster (its ``allocation`` column is meaningful).
 HOLDING = frozenset({S.STARTING, S.RUNNING, S.CHECKPOINTING})

@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
-from stint.runtime.states import TERMINAL, JobState, check_transition
+from stint.runtime.states import SUBMITTED, TERMINAL, JobState, check_transition
 from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
 from stint.runtime.usage import Check, UsageBook
 
@@ -617,7 +617,7 @@ def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
         "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
         "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
         "work_done": 0.0,
-        "state": str(JobState.QUEUED), "reason": "submitted", "attempt": 0, "allocation": "[]",
+        "state": str(JobState.QUEUED), "reason": SUBMITTED, "attempt": 0, "allocation": "[]",
         "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
         "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,
         "cwd": spec.cwd, "env": json.dumps(spec.env), "memory_max": spec.memory_max,
