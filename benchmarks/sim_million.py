@@ -1,7 +1,7 @@
 """A million Philly-shaped jobs on 100,000 GPUs: generate the trace, simulate, print the cost.
 
 Each policy runs in a fresh process (its peak RSS is its own): generation (``philly-shaped``,
-``stint.sim.generate``: sizes and durations resampled from the shipped Philly trace, arrivals
+``stint.sim.traces.philly_shaped``: sizes and durations resampled from the shipped Philly trace, arrivals
 scaled to the cluster) and the simulation are timed apart. The target: under 5 minutes and
 2 GB in all.
 Usage: .venv/bin/python benchmarks/sim_million.py [--jobs 1000000] [--gpus 100000]
@@ -21,7 +21,7 @@ w0, c0 = time.perf_counter(), time.process_time()
 from stint.model import Cluster
 from stint.policies import make
 from stint.sim.engine import Simulator
-from stint.sim.generate import philly_shaped
+from stint.sim.traces import philly_shaped
 policy, jobs, gpus, seed, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 trace = philly_shaped(jobs, gpus, seed=seed, load_factor=load)
 gen_wall, gen_cpu = time.perf_counter() - w0, time.process_time() - c0

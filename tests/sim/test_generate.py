@@ -1,11 +1,10 @@
-"""Philly-shaped traces (``stint.sim.generate``) and load scaling (``traces.scale_load``)."""
+"""Philly-shaped traces (``traces.philly_shaped``) and load scaling (``traces.scale_load``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from stint.sim.generate import philly_shaped
-from stint.sim.traces import Filters, TraceError, load, scale_load
+from stint.sim.traces import Filters, TraceError, load, philly_shaped, scale_load
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ at ``MAX_TRACE_JOBS``, before the simulation's own state); a three-job run on th
 cluster (200,000 nodes x 5 GPUs) 2 s and 0.1 GB.
 
 The readers check: ``stint.sim.cli``, ``SweepConfig.check`` and ``SimConfig.cluster`` (flags),
-``stint.sim.traces`` and ``stint.sim.generate`` (trace rows, ``philly-shaped:N[:GPUS]``),
+``stint.sim.traces`` (trace rows, ``philly-shaped:N[:GPUS]``),
 ``stint.model.fleet`` (fleet files).
 """
 

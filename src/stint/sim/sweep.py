@@ -73,13 +73,13 @@ class SweepConfig:
     def check(self) -> None:
         """Raise ValueError naming the first bad coordinate (before anything runs)."""
         from stint.policies.registry import make_with_options
-        from stint.sim import generate
+        from stint.sim.traces import parse_shaped
 
         for name in self.policies:
             make_with_options(name, self.policy_options)
         for spec in self.traces:
             if spec.startswith("philly-shaped:"):
-                generate.parse(spec)  # its sizes (TraceError, a ValueError)
+                parse_shaped(spec)  # its sizes (TraceError, a ValueError)
         if bad := [x for x in self.loads if not x > 0]:
             raise ValueError(f"--loads must be positive (got {bad[0]:g})")
         if bad_g := [g for g in self.gpus if g is not None and (g <= 0 or g % 8)]:

@@ -13,6 +13,14 @@ is streamed, in its own order, only up to its ``limit``-th kept row (or the end 
 window), so it must be sorted by arrival; a row out of order among those read is an error, and
 the rows after are not read at all. The shipped traces are always read whole.
 
+``load("philly-shaped:N[:GPUS]")`` generates a trace of any length from the shipped Philly
+trace's distributions (``philly_shaped(n, gpus, seed)``, seeded with NumPy's PCG64): each job's
+(GPUs, duration, virtual cluster) is one row of the Philly trace drawn uniformly with
+replacement, so sizes and durations keep their joint distribution; inter-arrival gaps are drawn
+the same way from the trace's own gaps, then divided by ``gpus / reference_gpus`` and by
+``load``: on ``gpus`` GPUs the generated trace offers, on average, the load the Philly trace
+offers ``reference_gpus`` (512, the simulator's default Philly cluster) times ``load``.
+
 Fields a trace lacks are filled by a seeded rule (``--seed``), drawn per job in arrival order:
 - utility: OASiS' sigmoid (paper §5): γ1 (priority) ~ U[1, 100]; class 10% time-insensitive
   (constant γ1/2), 55% time-sensitive (γ2 ~ U[0.01, 1]), 35% time-critical (γ2 ~ U[4, 6]);
@@ -34,12 +42,13 @@ import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from stint import data_path
 from stint.model.job import JobSpec, Tier
-from stint.model.limits import MAX_BATCH_SIZE, MAX_JOB_GPUS, MAX_TRACE_JOBS, above
+from stint.model.limits import MAX_BATCH_SIZE, MAX_CLUSTER_GPUS, MAX_JOB_GPUS, MAX_TRACE_JOBS, above
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
 from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
 from stint.perf.scaling import ScalingModel
@@ -125,17 +134,15 @@ def load(
     tiers: TierMix = TierMix(),
 ) -> Trace:
     """Load ``philly``, ``pollux:N`` (N = 1..8), ``philly-shaped:N[:GPUS]`` (generated:
-    ``stint.sim.generate``) or a CSV path in either format (.csv or .csv.gz).
+    ``philly_shaped``) or a CSV path in either format (.csv or .csv.gz).
 
     Pollux-format jobs follow Pollux's job model (``pollux-progress``) when every application
     in the trace ships validation tables, else (or with ``samples=True``) the sample count."""
     if filters.limit is not None and (why := above("the limit", filters.limit, MAX_TRACE_JOBS)):
         raise TraceError(why)
     if spec.startswith("philly-shaped:"):
-        from stint.sim import generate
-
-        jobs_n, gpus = generate.parse(spec)
-        trace = generate.philly_shaped(jobs_n, gpus, seed=seed, elastic=elastic)
+        jobs_n, gpus = parse_shaped(spec)
+        trace = philly_shaped(jobs_n, gpus, seed=seed, elastic=elastic)
         kept = [j for j in trace.jobs if _keep(j.arrival_s, j.vc, filters)][: filters.limit]
         return replace(trace, jobs=kept)
     if spec == "philly":
@@ -439,3 +446,63 @@ def _utility(rng: random.Random, ideal_s: float) -> tuple[Utility, float]:
         return ConstantUtility(gamma1 / 2.0), gamma1
     gamma2 = rng.uniform(0.01, 1.0) if cls < 0.65 else rng.uniform(4.0, 6.0)
     return SigmoidUtility(gamma1, gamma2, gamma3, slot_s=3600.0), gamma1
+
+
+# -- generated: philly-shaped traces ---------------------------------------------------------
+REFERENCE_GPUS = 512
+
+
+def philly_shaped(
+    n: int, gpus: int = REFERENCE_GPUS, seed: int = 0, load_factor: float = 1.0,
+    reference_gpus: int = REFERENCE_GPUS, elastic: bool = False,
+) -> Trace:
+    """``n`` jobs shaped like the shipped Philly trace, arriving at a rate scaled to ``gpus``."""
+    if n <= 0 or gpus <= 0 or load_factor <= 0 or reference_gpus <= 0:
+        raise TraceError(f"philly-shaped: jobs, GPUs and load must be positive (got n={n}, "
+                         f"gpus={gpus}, load={load_factor:g}, reference_gpus={reference_gpus})")
+    import numpy as np  # generated traces only
+
+    src, source_gaps = _source()
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(src), size=n)
+    gaps = rng.choice(source_gaps, size=n - 1) * (reference_gpus / gpus) / load_factor
+    times = np.concatenate(([0.0], np.cumsum(gaps))).tolist()
+    fields = random.Random(seed)  # the seeded rule of every trace, drawn in arrival order
+    jobs = []
+    for i, (row, t) in enumerate(zip(rows.tolist(), times, strict=True)):
+        s = src[row]
+        g = s.requested_workers
+        lo, hi = (max(1, g // 2), 2 * g) if elastic else (g, g)
+        utility, priority, tier = missing_fields(fields, s.duration_s)
+        jobs.append(JobSpec(job_id=f"ps-{i}", arrival_s=t, work=s.work, requested_workers=g,
+                            min_workers=lo, max_workers=hi, utility=utility, priority=priority,
+                            tier=tier, vc=s.vc, user=s.user, duration_s=s.duration_s))
+    name = f"philly-shaped:{n}" + (f":{gpus}" if gpus != reference_gpus else "")
+    return Trace(name, jobs, ScalingModel(), "generated from philly", "philly", "recorded-duration")
+
+
+@cache
+def _source() -> tuple[list[JobSpec], Any]:
+    """The shipped Philly trace's jobs and inter-arrival gaps (read once per process)."""
+    import numpy as np
+
+    jobs = load("philly").jobs
+    return jobs, np.diff(np.array([j.arrival_s for j in jobs]))
+
+
+def parse_shaped(spec: str) -> tuple[int, int]:
+    """``philly-shaped:N[:GPUS]`` -> (N, GPUS); TraceError naming the spec otherwise."""
+    parts = spec.split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        n = int(parts[1])
+        gpus = int(parts[2]) if len(parts) == 3 else REFERENCE_GPUS
+    except ValueError:
+        raise TraceError(f"{spec!r}: expected philly-shaped:N or philly-shaped:N:GPUS "
+                         "(N jobs, arrival rate scaled to GPUS GPUs)") from None
+    if n <= 0 or gpus <= 0:
+        raise TraceError(f"{spec!r}: N and GPUS must be positive")
+    if why := above("N (jobs)", n, MAX_TRACE_JOBS) or above("GPUS", gpus, MAX_CLUSTER_GPUS):
+        raise TraceError(f"--trace {spec}: {why}")
+    return n, gpus
