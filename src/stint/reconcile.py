@@ -54,8 +54,8 @@ def reconcile(
     """Actions that carry ``plan`` out, given each active job's ``current`` allocation.
 
     Preemptions and shrinking resizes come first so that the capacity they free is available to
-    the starts that follow (the order a mechanism should execute them in). Plans naming unknown
-    jobs are a policy bug and raise ``KeyError``.
+    the starts that follow (the order a mechanism should execute them in). Every job the plan
+    names must be in ``current`` (``mechanism.known_plan`` drops the others first).
     """
     actions: list[Action] = []
     for job_id, reason in plan.reject.items():

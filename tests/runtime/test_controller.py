@@ -251,3 +251,20 @@ def test_a_job_its_policy_gives_no_reason_for_never_shows_submitted(h: Harness, 
     h.run_until(run, lambda j: j.state == "running", "the started job to run")
     assert h.job(big).reason == "capacity: needs 3 GPUs, 2 free"
     assert h.job(small).reason == "held: silent starts other jobs first (2 GPUs free, it needs 1)"
+
+
+class _Stray(_Silent):
+    """Starts what ``_Silent`` does, and also names a job it was never shown."""
+
+    def plan(self, view: ClusterView) -> Plan:
+        plan = super().plan(view)
+        plan.allocations["424242"] = Allocation.of({1: 1})
+        return plan
+
+
+def test_a_plan_naming_a_job_the_policy_was_not_shown_is_refused_live_too(
+        h: Harness, tmp_path: Path) -> None:
+    run = h.submit(counter_cmd(5, tmp_path / "run"), gpus=1)
+    h.ctl = Controller(h.store, h.ctl.executor, _Stray({str(run)}), h.ctl.config)
+    h.run_until(run, lambda j: j.state == "succeeded", "the known job to run")
+    assert h.ctl.refused >= 1

@@ -109,3 +109,19 @@ def test_a_time_sliced_job_runs_at_the_sdk_s_measured_rate() -> None:
     assert m.rate(spec, Allocation.of({0: 2})) == pytest.approx(0.5 / 1.014)
     assert (m.rate(spec, Allocation.of({0: 4})), m.rate(spec, Allocation.of({0: 8}))) == (1.0, 2.0)
     assert ScalingModel(time_slice_overhead=0.0).rate(spec, Allocation.of({0: 2})) == 0.5
+
+
+def test_a_plan_naming_a_job_the_policy_was_not_shown_is_refused_and_the_rest_enacted() -> None:
+    """The one unknown-job rule (``mechanism.known_plan``): the named job is dropped with a
+    refusal the run reports, and the plan's other allocations are carried out."""
+    class Stray(PolicyBase):
+        name = "stray"
+
+        def plan(self, view: ClusterView) -> Plan:
+            return Plan({st.job_id: Allocation.of({0: 1}) for st in view.jobs if not st.allocation}
+                        | {"ghost": Allocation.of({0: 1})})
+
+    res = Simulator(Cluster.uniform(1, 2), [JobSpec("a", 0.0, 10.0)], Stray(), ScalingModel(),
+                    CostModel.free()).run()
+    assert [r.job_id for r in res.records if r.completed] == ["a"]
+    assert res.refusals and "job ghost: unknown: not an active job the policy was shown" in res.refusals[0]

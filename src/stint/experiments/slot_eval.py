@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stint.mechanism import known_plan, view_of
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.perf.ps_model import PSPerfModel
 from stint.placement.ledger import Ledger
-from stint.policies.base import ClusterView, JobStatus, Phase, Policy
+from stint.policies.base import JobStatus, Phase, Policy
 from stint.reconcile import stage
 
 
@@ -91,8 +92,7 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
             spec = pending.pop(0)
             active[spec.job_id] = JobStatus(spec, last_change_s=now)
             changed.append(spec.job_id)
-        view = ClusterView(now, cluster, list(active.values()), ledger.free_gpus, perf,
-                           tuple(changed), free_resources=ledger.free)
+        view = view_of(now, cluster, list(active.values()), ledger, perf, tuple(changed))
         t0 = time.perf_counter()
         plan = policy.plan(view)
         result.plan_seconds.append(time.perf_counter() - t0)
@@ -120,9 +120,10 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
 def _enact(plan: Plan, active: dict[str, JobStatus], ledger: Ledger, now: float,
            where: str) -> set[str]:
     """Stage ``plan`` on the ledger and apply it; the ids of jobs whose change costs an action."""
-    named = [j for j in (*plan.allocations, *plan.reject) if j in active]
-    plan = Plan({j: a for j, a in plan.allocations.items() if j in active},
-                {j: r for j, r in plan.reject.items() if j in active})
+    plan, unknown = known_plan(plan, active)
+    if unknown:
+        raise ScheduleViolation(f"{where}: {unknown[0]}")
+    named = [*plan.allocations, *plan.reject]
     staged = stage(plan, {j: active[j].allocation for j in named},
                    {j: active[j].first_start_s is not None for j in named},
                    {j: active[j].spec for j in named}, ledger)

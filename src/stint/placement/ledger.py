@@ -29,7 +29,8 @@ class Refusal:
 
     ``resource`` is one of ``RESOURCE_NAMES``; or "node" when the node does not exist or is
     down, "workers" when the job cannot run on that many workers, "displaced" when another refusal
-    in the same plan left no room (then ``node`` is -1 and ``detail`` says the rest).
+    in the same plan left no room, "unknown" when the plan named a job the policy was not shown
+    (then ``node`` is -1 and ``detail`` says the rest).
     """
 
     job_id: str
@@ -41,7 +42,7 @@ class Refusal:
     def __str__(self) -> str:
         if self.resource == "node":
             return f"job {self.job_id}: node {self.node} {self.detail}"
-        if self.resource in ("workers", "displaced"):
+        if self.resource in ("workers", "displaced", "unknown"):
             return f"job {self.job_id}: {self.resource}: {self.detail}"
         return (f"job {self.job_id}: node {self.node} short of {self.resource} by "
                 f"{self.short_by:g}" + (f" ({self.detail})" if self.detail else ""))

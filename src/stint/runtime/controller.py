@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -50,11 +49,12 @@ from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
+from stint.mechanism import known_plan, tick_passed, view_of
 from stint.model.allocation import Allocation, Plan
 from stint.perf.scaling import ScalingModel
 from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
-from stint.policies.base import ClusterView, Policy, unexplained_wait
+from stint.policies.base import Policy, unexplained_wait
 from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
@@ -306,13 +306,8 @@ class Controller:
 
     def _tick_due(self, now: float) -> bool:
         """True if a slot boundary of the policy's ticks that it may act on passed since the
-        last plan (the simulator's rule: multiples of ``tick_s``, none before ``next_due``)."""
-        tick, due = self.policy.tick_s, self.policy.next_due()
-        if not tick or due is None:
-            return False
-        t, last = now - self.epoch, self._last_plan_at - self.epoch
-        at = max((math.floor(last / tick + 1e-9) + 1) * tick, math.ceil(due / tick - 1e-9) * tick)
-        return at <= t + 1e-9
+        last plan (``mechanism.tick_passed``: the simulator's rule)."""
+        return tick_passed(self.policy, self._last_plan_at - self.epoch, now - self.epoch)
 
     def recover(self, now: float) -> None:
         """After a restart (or a step that raised): re-adopt live attempts, apply exits missed
@@ -668,17 +663,18 @@ class Controller:
                 if st.allocation:
                     st.settle(t)
         ledger = self._ledger(jobs)
-        view = ClusterView(t, self.cluster, statuses, ledger.free_gpus, self.perf,
-                           tuple(sorted(changed)), by_id=known, stream=self.cache.stream,
-                           free_resources=ledger.free, history=id(self),
-                           down_nodes=frozenset(ledger.down), explain=True)
+        view = view_of(t, self.cluster, statuses, ledger, self.perf, tuple(sorted(changed)),
+                       by_id=known, stream=self.cache.stream, history=id(self), explain=True)
         t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
         plan = self.policy.plan(view)
         report.plan_s = time.perf_counter() - t0
-        unknown = [j for j in (*plan.allocations, *plan.reject) if j not in known]
-        if unknown:
-            log.warning("policy %s planned unknown jobs %s; ignored", self.policy.name, unknown[:5])
-        pinned = {j for j in plan.allocations if j in known and _pinned(jobs[int(j)])
+        plan, unknown = known_plan(plan, known)
+        for why in unknown:
+            text = f"policy {self.policy.name}: {why}"
+            log.warning("%s", text)
+            report.refusals.append(text)
+            self.refused += 1
+        pinned = {j for j in plan.allocations if _pinned(jobs[int(j)])
                   and jobs[int(j)].state in HOLDING}
         for j in pinned:
             self._refuse(report, Action(ActionKind.MIGRATE, j, known[j].allocation,
@@ -692,8 +688,7 @@ class Controller:
             if row is not None and row.state in (S.QUEUED, S.PREEMPTED) and not row.target \
                     and row.reason != str(wait):
                 row.reason = str(wait)
-        plan = Plan({j: a for j, a in plan.allocations.items() if j in known and j not in pinned},
-                    {j: r for j, r in plan.reject.items() if j in known})
+        plan = Plan({j: a for j, a in plan.allocations.items() if j not in pinned}, plan.reject)
         named = [*plan.allocations, *plan.reject]
         staged = stage(plan, {j: known[j].allocation for j in named},
                        {j: jobs[int(j)].attempt > 0 for j in named},

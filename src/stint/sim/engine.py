@@ -29,11 +29,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from stint.mechanism import known_plan, next_tick, view_of
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.placement.ledger import Ledger
-from stint.policies.base import ClusterView, JobStatus, PerfModel, Phase, Policy
+from stint.policies.base import JobStatus, PerfModel, Phase, Policy
 from stint.policies.knowledge import Knowledge
 from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
@@ -339,15 +340,10 @@ class Simulator:
         next time-driven change is due (``next_due()``, e.g. Tiresias' next demotion, or None for
         never): then ticks before it are skipped, since they could not change its plan.
         """
-        tick = self.policy.tick_s
-        if not tick or not self._table:
+        if not self._table:
             return
-        at = (math.floor(t / tick) + 1) * tick
-        due = self.policy.next_due()
-        if due is None:
-            return
-        at = max(at, math.ceil(due / tick) * tick)
-        if self._tick_at is None or at < self._tick_at:
+        at = next_tick(self.policy, t)
+        if at is not None and (self._tick_at is None or at < self._tick_at):
             self._tick_at = at
             self._push(at, EventKind.TICK, "")
 
@@ -359,20 +355,9 @@ class Simulator:
             for st in self._table.values():
                 if st.allocation:
                     self._settle(st, t)
-        view = ClusterView(
-            now=t,
-            cluster=self.cluster,
-            jobs=_ActiveJobs(self._table),
-            free_gpus=self._ledger.free_gpus,
-            perf=self.perf,
-            changed=list(self._changed),
-            by_id=self._table,
-            stream=self._stream,
-            history=self._stream,
-            free_resources=self._ledger.free,
-            down_nodes=frozenset(self._ledger.down),
-            free_index=self._ledger.by_free,
-        )
+        view = view_of(t, self.cluster, _ActiveJobs(self._table), self._ledger, self.perf,
+                       list(self._changed), by_id=self._table, stream=self._stream,
+                       history=self._stream)
         self._changed.clear()
         t0 = time.perf_counter()
         plan = self.policy.plan(view)
@@ -386,9 +371,9 @@ class Simulator:
 
     def _enact(self, plan: Plan, t: float) -> None:
         table = self._table
-        missing = [j for j in (*plan.allocations, *plan.reject) if j not in table]
-        if missing:
-            raise KeyError(f"policy {self.policy.name!r} planned for unknown or finished jobs {missing[:5]}")
+        plan, unknown = known_plan(plan, table)
+        for why in unknown:
+            self._refusals.append(f"t={t:g} policy {self.policy.name}: {why}")
         named = {**plan.allocations, **plan.reject}
         current = {j: table[j].allocation for j in named}
         has_run = {j: table[j].first_start_s is not None for j in named}
