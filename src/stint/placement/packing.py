@@ -218,3 +218,13 @@ def pack_vectors(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | No
     for i, n in out.items():
         free[i] -= n * d
     return out
+
+
+def packed(workers: int, per_node: int) -> Allocation:
+    """``workers`` on the fewest nodes of ``per_node`` slots each (nodes 0, 1, ...: full nodes,
+    then the rest): the placement a job would get alone on an empty cluster of such nodes."""
+    full, rest = divmod(workers, per_node)
+    nodes = dict.fromkeys(range(full), per_node)
+    if rest:
+        nodes[full] = rest
+    return Allocation.of(nodes)

@@ -22,7 +22,7 @@ import heapq
 from collections.abc import Mapping
 
 from stint.model.allocation import EMPTY, Allocation, Plan
-from stint.placement.packing import in_order
+from stint.placement.packing import in_order, packed
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 
@@ -108,16 +108,8 @@ class Optimus(PolicyBase):
         if got is None:
             per_node = max(max(int(c.capacity.gpu) for c in view.cluster.nodes)
                            // max(st.spec.gpus_per_worker, 1), 1)
-            got = per_job[n] = view.perf.rate(st.spec, _packed(n, per_node))
+            got = per_job[n] = view.perf.rate(st.spec, packed(n, per_node))
         return got
-
-
-def _packed(n: int, per_node: int) -> Allocation:
-    full, rest = divmod(n, per_node)
-    nodes = dict.fromkeys(range(full), per_node)
-    if rest:
-        nodes[full] = rest
-    return Allocation.of(nodes)
 
 
 def _place_fresh(view: ClusterView, jobs: list[JobStatus], target: Mapping[str, int]) -> Plan:

@@ -30,8 +30,9 @@ import numpy as np
 
 from stint.model.allocation import Plan
 from stint.model.job import JobSpec
+from stint.placement.packing import packed
 from stint.policies.base import ClusterView, JobStatus, PerfModel, PolicyBase
-from stint.policies.optimus import _packed, _place_targets
+from stint.policies.optimus import _place_targets
 from stint.policies.registry import register
 
 
@@ -81,7 +82,7 @@ class Pollux(PolicyBase):
         key = (spec.application, spec.batch_size, spec.work, spec.min_workers, top, per_node)
         got = self._goodput.get(key)
         if got is None:
-            rates = [perf.rate(spec, _packed(n, per_node)) if n >= spec.min_workers else 0.0 for n in range(1, top + 1)]
+            rates = [perf.rate(spec, packed(n, per_node)) if n >= spec.min_workers else 0.0 for n in range(1, top + 1)]
             got = self._goodput[key] = np.array([0.0, *rates])
         return got
 

@@ -93,7 +93,7 @@ from stint.model.cluster import Cluster
 from stint.model.job import Tier
 from stint.model.sla import STARTUP_ALLOWANCE_S, SlaTargets, attainment, deadline_s
 from stint.placement.free_index import RoomFree, ScratchFree
-from stint.placement.packing import drop_workers, give, in_order, place, take
+from stint.placement.packing import drop_workers, give, in_order, packed, place, take
 from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.registry import register
 from stint.policies.singularity_table import Constants, ServeOrder, Table, VictimOrder
@@ -749,8 +749,8 @@ class Singularity(PolicyBase):
         target = self.sla.of(spec.tier)
         per_node = self._per_node(view, spec.gpus_per_worker)
         counts = spec.feasible_counts()
-        rate = view.perf.rate(spec, _packed_alloc(spec.requested_workers, per_node))
-        top = view.perf.rate(spec, _packed_alloc(counts[-1], per_node))
+        rate = view.perf.rate(spec, packed(spec.requested_workers, per_node))
+        top = view.perf.rate(spec, packed(counts[-1], per_node))
         ideal = st.known_work / rate if rate > 0 else math.inf
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
@@ -831,14 +831,6 @@ def _serve_order_of(queued: list[Facts]) -> ServeOrder:
 
 def _per_node(view: ClusterView, gpw: int) -> int:
     return max(max((int(n.capacity.gpu) for n in view.cluster.nodes), default=1) // max(gpw, 1), 1)
-
-
-def _packed_alloc(n: int, per_node: int) -> Allocation:
-    full, rest = divmod(n, per_node)
-    nodes = dict.fromkeys(range(full), per_node)
-    if rest:
-        nodes[full] = rest
-    return Allocation.of(nodes)
 
 
 def _without(alloc: Allocation, drop: int) -> Allocation:

@@ -34,6 +34,7 @@ from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.placement.ledger import Ledger
+from stint.placement.packing import packed
 from stint.policies.base import JobStatus, PerfModel, Phase, Policy
 from stint.policies.knowledge import Knowledge
 from stint.reconcile import Action, ActionKind, stage
@@ -489,11 +490,7 @@ class Simulator:
             per_node = max(self._node_gpus // gpw, 1)
             best = 0.0
             for n in range(spec.min_workers, max(top, spec.min_workers) + 1):
-                full, rest = divmod(n, per_node)
-                nodes = dict.fromkeys(range(full), per_node)
-                if rest:
-                    nodes[full] = rest
-                best = max(best, self.perf.rate(spec, Allocation.of(nodes)))
+                best = max(best, self.perf.rate(spec, packed(n, per_node)))
             self._ideal_rate[key] = best
         return spec.work / best if best > 0 else math.inf
 
@@ -506,11 +503,7 @@ class Simulator:
         """Rate alone at the requested size packed on the fewest nodes."""
         gpw = max(spec.gpus_per_worker, 1)
         per_node = max(self._node_gpus // gpw, 1)  # the largest node, found once (not per job)
-        full, rest = divmod(spec.requested_workers, per_node)
-        nodes = dict.fromkeys(range(full), per_node)
-        if rest:
-            nodes[full] = rest
-        return self.perf.rate(spec, Allocation.of(nodes))
+        return self.perf.rate(spec, packed(spec.requested_workers, per_node))
 
     # ------------------------------------------------------------------------------ capacity
     def _release(self, st: JobStatus) -> None:
