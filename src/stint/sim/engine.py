@@ -148,6 +148,7 @@ class Simulator:
         self._reserved_series: tuple[array[float], array[float]] = (array("d"), array("d"))
         self.events = 0  # events handled so far (arrivals included)
         self._estimates: dict[str, tuple[float, str]] = {}  # job -> (estimate s, its source)
+        self._free_before: list[int] | None = None  # free GPUs before the plan being enacted
 
     # ----------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
@@ -395,11 +396,14 @@ class Simulator:
         specs = {j: table[j].spec for j in named}
         for j in named:  # settle before the staging changes what the jobs hold
             self._settle(table[j], t)
+        # With a stop cost, a job placed on GPUs this plan frees by a stop waits for it.
+        self._free_before = list(self._ledger.free_gpus) if self.costs.stop_s > 0 else None
         staged = stage(plan, current, has_run, specs, self._ledger)
         for action, why in staged.refusals:
             self._refusals.append(f"t={t:g} {action.kind} refused: {why}")
         for action in staged.actions:
             self._apply(action, t)
+        self._free_before = None
         for j in plan.allocations:
             self._changed[j] = None
 
@@ -433,13 +437,24 @@ class Simulator:
         st.phase = Phase.RUNNING
         track.migrations += kind is ActionKind.MIGRATE
         track.resizes += kind is ActionKind.RESIZE
-        delay = self.costs.delay(kind)
+        delay = self.costs.delay(kind) + self._stop_wait(action)
         if delay > 0:
             self._mechanism_gpu_s += delay * st.held_gpus
             self._set_rate(st, t, 0.0)
             self._push(t + delay, EventKind.ACTION_DONE, st.job_id, track.version)
         else:
             self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+
+    def _stop_wait(self, action: Action) -> float:
+        """``stop_s`` if ``action`` places its job on GPUs that were not free before this plan
+        (nor its own): they are freed by a job the plan stopped, which must exit first."""
+        free = self._free_before
+        if free is None:
+            return 0.0
+        own = dict(action.before.workers)
+        if any(n > free[node] + own.get(node, 0) for node, n in action.after.workers):
+            return self.costs.stop_s
+        return 0.0
 
     def _set_rate(self, st: JobStatus, t: float, rate: float) -> None:
         """Change a settled job's rate; schedule its completion if it now progresses."""
