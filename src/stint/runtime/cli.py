@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
     app.command()(unpin)
     app.command()(wait)
     app.command()(nodes)
+    app.command()(replay)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
     token_app.command("revoke")(token_revoke)
@@ -549,6 +550,53 @@ def migrate(job: int, to: Annotated[str | None, typer.Option("--to", help="Node 
 def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Drop an operator pin (resize/migrate): the policy decides the job's size and place again."""
     _act(job, "unpin", None, (server, data_dir, token))
+
+
+def replay(
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The data directory of the "
+                                                 "live run's `stint serve` (its SQLite store).")] = None,
+    db: Annotated[str | None, typer.Option(help="Or its database URL.")] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    policy: Annotated[str | None, typer.Option(help="Replay under this policy [default: the "
+                                               "one the live run used].")] = None,
+    policy_opt: Annotated[list[str] | None, typer.Option(help="Its options, KEY=VALUE "
+                                                         "(repeatable) [default: the live run's].")] = None,
+    jitter_s: Annotated[float, typer.Option(help="Decisions closer than this may come in "
+                                            "either order.")] = 2.0,
+) -> None:
+    """Simulate a live run again (same submissions, policy and options, measured costs and
+    step times) and compare, per job and in total, start, JCT, preemptions, resizes and the
+    sequence of decisions."""
+    from stint.policies.registry import make_with_options
+    from stint.runtime.measured import open_store
+    from stint.runtime.twin import compare, load, text
+
+    if (data_dir is None) == (db is None) or output not in ("table", "json"):
+        typer.echo("error: give one of --data-dir or --db, and --format table or json", err=True)
+        raise typer.Exit(2)
+    try:
+        store = open_store(db if db is not None else str(data_dir))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        run = load(store)
+    finally:
+        store.close()
+    name, options = run.policy or ("fifo", ())
+    if policy is not None:
+        name, options = policy, ()
+    options = tuple(policy_opt) if policy_opt is not None else options
+    try:
+        make_with_options(name, options)
+    except (KeyError, ValueError) as exc:
+        typer.echo(f"error: {str(exc).strip(chr(39))}", err=True)
+        raise typer.Exit(2) from None
+    if not run.specs:
+        typer.echo("error: the store holds no jobs to replay", err=True)
+        raise typer.Exit(2)
+    report = compare(run, name, options, jitter_s)
+    typer.echo(json.dumps(report.as_dict(), indent=2) if output == "json" else text(report))
 
 
 def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
