@@ -400,7 +400,20 @@ def _eta(row: dict[str, Any], now: float, key: str = "est_start_at") -> str:
     waiting = row["state"] in ("queued", "preempted", "admitted")
     if at is None or (key == "est_start_at" and not waiting) or row["state"] in _ENDED:
         return "-"
-    return f"in {_span(at - now)}"
+    if key == "est_start_at":
+        return _start_eta(row, now)
+    return f"in {_span(at - now)}" if at >= now else "overdue, re-estimating"
+
+
+def _start_eta(row: dict[str, Any], now: float) -> str:
+    """A waiting job's estimated start and its band ("in 2m05s (1m50s-2m40s)"); never a time
+    already past: the controller is estimating it again."""
+    at, lo, hi = row["est_start_at"], row.get("est_start_lo_at"), row.get("est_start_hi_at")
+    if at < now:
+        return "overdue, re-estimating"
+    band = f" ({_span(max(0.0, lo - now))}-{_span(hi - now)})" if lo is not None and \
+        hi is not None and hi > lo else ""
+    return f"in {_span(at - now)}{band}"
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
@@ -417,7 +430,10 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
                 "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
                 "copy_bytes", "copy_s", "retry_at", "run_s"):
-        typer.echo(f"{key:>15}: {_shown(key, row[key], now)}")
+        shown = _shown(key, row[key], now)
+        if key == "est_start_at" and row[key] is not None:
+            shown = _start_eta(row, now) + (f" ({shown.split(' (')[0]})" if row[key] >= now else "")
+        typer.echo(f"{key:>15}: {shown}")
     for key in ("memory_max", "pids_max", "time_limit_s", "hang_s", "max_retries"):
         value = row[key]
         typer.echo(f"{key:>15}: {'default' if value is None else _shown(key, value, now)}")

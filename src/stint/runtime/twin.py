@@ -5,7 +5,11 @@ times (``runtime/measured.py``) and every decision the controller enacted (``Dec
 replay gives each job the length it really had -- its SDK steps at the step time measured at its
 requested worker count (at another count: scaled as measured, else by the scaling model) -- lets
 the policy know only what it knew live (the declared length, else ``LIVE_DEFAULT_WORK_S``), and
-charges the costs fitted from the same attempts (``sim.costs.fit``). It then compares, per job
+charges each attempt the time it measured from the decision that gave it GPUs to its first step
+(its launch, and any wait for the GPUs of a job stopping; an attempt the live run did not have,
+and a job that reports no steps: the cost model fitted from the same attempts,
+``sim.costs.fit``). The figures are also given with the fitted model alone (``fitted_*``: what
+``stint sim --costs-from`` predicts, the twin's error as a model). It then compares, per job
 and in total, the live and simulated start (the decision that gave it GPUs), JCT, preemptions
 and resizes, and the two decision sequences: the same actions (kind, job, workers) in the same
 order, where decisions less than ``jitter_s`` apart may come in either order.
@@ -29,7 +33,7 @@ from stint.model.job import JobSpec
 from stint.perf.scaling import ScalingModel
 from stint.policies.registry import make_with_options
 from stint.reconcile import Action
-from stint.runtime.measured import attempts, policy_of, samples, step_times
+from stint.runtime.measured import AttemptTimes, attempts, policy_of, samples, step_times
 from stint.runtime.store import Store
 from stint.runtime.tables import Decision, Job, NodeRow
 from stint.runtime.view import LIVE_DEFAULT_WORK_S, cluster_of, spec_of
@@ -70,6 +74,9 @@ class LiveRun:
     specs: list[JobSpec]  # with their measured lengths
     measured: dict[str, bool]  # job -> its length is measured (else declared or the default)
     step_s: dict[str, dict[int, float]]  # job -> seconds a step per worker count, measured
+    # job -> per attempt, the seconds from the decision that gave it GPUs to its progress
+    # (its launch, and the wait for the GPUs a stopped job held); None: not measured
+    delays: dict[str, list[float | None]]
     outcomes: dict[str, Outcome]
     decisions: list[Step]
     costs: FittedCosts
@@ -148,8 +155,33 @@ def load(store: Store) -> LiveRun:
     with store.read() as r:
         nodes = [(n.name, n.gpus) for n in r.scalars(
             select(NodeRow).where(NodeRow.cluster == "").order_by(NodeRow.position))]
-    return LiveRun(nodes, specs, measured, {str(j): s for j, s in steps.items()}, outcomes, live,
-                   fit(samples(rows)), policy_of(store), len(jobs) - len(kept))
+    return LiveRun(nodes, specs, measured, {str(j): s for j, s in steps.items()},
+                   _attempt_delays(rows, live, epoch), outcomes, live, fit(samples(rows)),
+                   policy_of(store), len(jobs) - len(kept))
+
+
+_GIVES = frozenset({"start", "resume", "resize", "migrate"})  # decisions that launch an attempt
+
+
+def _attempt_delays(rows: Sequence[AttemptTimes], steps: Sequence[Step],
+                    epoch: float) -> dict[str, list[float | None]]:
+    """Per job, for its k-th attempt (launched by its k-th decision that gives it GPUs): the
+    seconds from that decision to its first step of its own, less that step's own time."""
+    given: dict[str, list[float]] = {}
+    for s in steps:
+        if s.kind in _GIVES:
+            given.setdefault(s.job_id, []).append(s.at_s)
+    out: dict[str, list[float | None]] = {}
+    for a, sample in zip(rows, samples(rows), strict=True):
+        mine = out.setdefault(str(a.job_id), [])
+        at = given.get(str(a.job_id), [])
+        k = len(mine)
+        if sample.launch_s is None or a.first_step_at is None or k >= len(at):
+            mine.append(None)
+            continue
+        lead = a.first_step_at - a.launched_at - sample.launch_s  # its own steps' time
+        mine.append(max(0.0, a.first_step_at - epoch - lead - at[k]))
+    return out
 
 
 def _outcome(job: Job, steps: Sequence[Step], epoch: float) -> Outcome:
@@ -177,8 +209,11 @@ def _spec(job: Job, user: str, epoch: float, step_s: dict[int, float]) -> tuple[
     return replace(spec, work=max(work, 1e-6), est_s=declared, duration_s=None), measured
 
 
-def simulate(run: LiveRun, policy: str, options: Sequence[str]) -> tuple[dict[str, Outcome], list[Step]]:
-    """The run's submissions simulated with ``policy`` and the measured costs and lengths."""
+def simulate(run: LiveRun, policy: str, options: Sequence[str], per_attempt: bool = True
+             ) -> tuple[dict[str, Outcome], list[Step]]:
+    """The run's submissions simulated with ``policy`` and the measured lengths, each attempt
+    charged what it measured (``per_attempt``; an attempt the live run did not have: the fitted
+    model), else the fitted cost model alone (what ``stint sim --costs-from`` charges)."""
     steps: list[Step] = []
 
     def record(t: float, a: Action) -> None:
@@ -186,7 +221,8 @@ def simulate(run: LiveRun, policy: str, options: Sequence[str]) -> tuple[dict[st
 
     perf = MeasuredPerf(run.step_s, ScalingModel())
     sim = Simulator(cluster_of(run.nodes), run.specs, make_with_options(policy, options), perf,
-                    run.costs.costs, on_action=record)
+                    run.costs.costs, on_action=record,
+                    measured_delays=run.delays if per_attempt else None)
     result = sim.run()
     out = {r.job_id: Outcome(r.first_start_s, None if r.rejected else r.finish_s, r.preemptions,
                              r.resizes) for r in result.records}
@@ -211,12 +247,21 @@ def compare(run: LiveRun, policy: str, options: Sequence[str],
             jitter_s: float = JITTER_S) -> TwinReport:
     """Simulate ``run`` and set it beside the live one."""
     sim, sim_steps = simulate(run, policy, options)
+    fitted, fitted_steps = simulate(run, policy, options, per_attempt=False)
     none = Outcome(None, None, 0, 0)
     jobs = [JobTwin(s.job_id, s.arrival_s, run.outcomes[s.job_id], sim.get(s.job_id, none))
             for s in run.specs]
     report = TwinReport(policy, tuple(options), jobs, run.decisions, sim_steps, run.costs,
                         jitter_s, run.left_out, sum(run.measured.values()))
     report.totals = totals(report)
+    model = TwinReport(policy, tuple(options), [replace(j, sim=fitted.get(j.job_id, none))
+                                                for j in jobs],
+                       run.decisions, fitted_steps, run.costs, jitter_s, run.left_out,
+                       report.measured_lengths)
+    got = totals(model)
+    report.totals.update({f"fitted_{k}": got[k] for k in (
+        "mean_jct_sim_s", "mean_jct_deviation_pct", "p99_wait_sim_s", "p99_wait_deviation_pct",
+        "decisions_identical", "decision_agreement")})
     return report
 
 
@@ -297,7 +342,12 @@ def text(r: TwinReport) -> str:
               f"decisions: {t['decisions_live']} live, {t['decisions_sim']} simulated: "
               + ("identical" if t["decisions_identical"] else
                  f"differ ({t['first_difference']}); agreement {float(t['decision_agreement'] or 0):.2f}")
-              + f" (jitter allowed {r.jitter_s:g} s)"]
+              + f" (jitter allowed {r.jitter_s:g} s)",
+              f"with the fitted cost model instead of each attempt's own costs: mean JCT "
+              f"{f(t['fitted_mean_jct_sim_s'])} s ({_pct(t['fitted_mean_jct_deviation_pct'])}), "
+              f"p99 wait {f(t['fitted_p99_wait_sim_s'])} s ({_pct(t['fitted_p99_wait_deviation_pct'])}), "
+              "decisions " + ("identical" if t["fitted_decisions_identical"] else
+                              f"agreement {float(t['fitted_decision_agreement'] or 0):.2f}")]
     if r.left_out:
         lines.append(f"left out: {r.left_out} job(s) cancelled or on other clusters")
     return "\n".join(lines)

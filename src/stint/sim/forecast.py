@@ -44,13 +44,17 @@ HORIZON_S = 86_400.0  # a forecast looks one day ahead at most (its cost is boun
 
 def forecast(cluster: Cluster, active: Sequence[JobStatus], policy: Policy, perf: PerfModel,
              now: float, costs: CostModel | None = None,
-             horizon_s: float = HORIZON_S) -> dict[str, Estimate]:
+             horizon_s: float = HORIZON_S,
+             actions: list[tuple[float, Action]] | None = None) -> dict[str, Estimate]:
     """Estimated (re)start and finish of every job in ``active`` from ``now``, up to
-    ``now + horizon_s`` (beyond it: None)."""
+    ``now + horizon_s`` (beyond it: None); ``actions`` (if given) receives every action the
+    replayed policy takes, with its time."""
     starts: dict[str, float] = {st.job_id: now for st in active if st.allocation}
     order: dict[str, int] = {}  # waiting jobs in the order the policy starts them
 
     def record(t: float, a: Action) -> None:
+        if actions is not None:
+            actions.append((t, a))
         if a.kind in (ActionKind.START, ActionKind.RESUME) and a.job_id not in starts:
             starts[a.job_id] = t
             order[a.job_id] = len(order)
