@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -72,7 +72,7 @@ from stint.runtime.states import HOLDING, RELAUNCHING, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Attempt, Decision, Job, Transition
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
-from stint.sim.costs import FittedCosts
+from stint.sim.costs import CostModel, FittedCosts
 
 if TYPE_CHECKING:
     from stint.sim.forecast import Estimate
@@ -197,8 +197,9 @@ class Controller:
         self._launched: dict[tuple[int, int], tuple[object, object]] = {}
         self._launch_failed = False  # a launch failed since the policy's last call: news to it
         # Attempts launched whose first step of their own is not seen yet -> the SDK's report
-        # (state, step) before the launch; and measured times to write (``Attempt`` columns).
-        self._unstepped: dict[tuple[int, int], tuple[object, object]] = {}
+        # (state, step) before the launch, and the launch's time; and measured times to write
+        # (``Attempt`` columns).
+        self._unstepped: dict[tuple[int, int], tuple[tuple[object, object], float]] = {}
         self._marks: list[tuple[int, int, dict[str, Any]]] = []
         self._costs_at = float("-inf")  # when the forecast's costs were last fitted
         self._costs: FittedCosts | None = None
@@ -488,7 +489,7 @@ class Controller:
         if not self._unstepped:
             return
         seen = []
-        for (job_id, attempt), before in list(self._unstepped.items()):
+        for (job_id, attempt), (before, _) in list(self._unstepped.items()):
             got = self.executor.status(str(job_id)) or {}
             step, state = got.get("step"), got.get("state")
             if isinstance(step, int) and state in ("running", "finished") \
@@ -794,6 +795,8 @@ class Controller:
                     if _policy_sees(j)]
         fitted = self._fitted_costs(now)
         costs = fitted.costs if fitted is not None else None
+        if costs is not None:
+            statuses = [self._launch_left(jobs[int(st.job_id)], st, costs, now) for st in statuses]
         est = forecast(self.cluster, statuses, make(), self.perf, t, costs)
         waiting = [st for st in statuses if not st.allocation]
         bands = band(self.cluster, statuses, make, self.perf, t, fitted, est) \
@@ -803,6 +806,18 @@ class Controller:
                   and e.start_s > t]
         self._passes_at = self.epoch + min(starts) if starts else float("inf")
         self._write_estimates(statuses, est, bands, place)
+
+    def _launch_left(self, job: Job, st: JobStatus, costs: CostModel, now: float) -> JobStatus:
+        """A job launched and not yet at its first step makes no progress for the rest of its
+        measured launch time: that much more work left, for the forecast."""
+        got = self._unstepped.get((job.id, job.attempt))
+        if got is None or not st.allocation or st.rate <= 0:
+            return st
+        cost = costs.resume_s if job.first_start_at is not None and job.attempt > 1 else costs.start_s
+        left = cost - (now - got[1])
+        if left <= 0:
+            return st
+        return replace(st, spec=replace(st.spec, work=st.spec.work + left * st.rate))
 
     def _write_estimates(self, statuses: list[JobStatus], est: Mapping[str, Estimate],
                          bands: Mapping[str, tuple[float | None, float | None]],
@@ -916,7 +931,7 @@ class Controller:
         s.add(Attempt(job_id=job.id, attempt=job.attempt, workers=alloc.num_workers,
                       resumed=job.first_start_at is not None, launched_at=now))
         report = self.executor.status(str(job.id)) or {}
-        self._unstepped[(job.id, job.attempt)] = (report.get("state"), report.get("step"))
+        self._unstepped[(job.id, job.attempt)] = ((report.get("state"), report.get("step")), now)
         if self._hang_s(job):  # what an earlier attempt left is not this one's report
             self._launched[(job.id, job.attempt)] = self._progress(job)[1]
         record_transition(
