@@ -11,13 +11,14 @@ premium / standard / basic 1 : 3 : 2; Poisson arrivals, mean gap `--gap-s`), dec
 length (`est_s` = L) and steps. While it runs, the benchmark records each job's first estimated
 start the control plane shows (`est_start_at`, a job started at once: its submission) and the
 naive estimate at its submission (the waiting jobs ahead of it over the completions per second
-so far; before any completion: the declared GPU-seconds running and waiting over the GPUs).
+so far; before any completion: the declared GPU-seconds running and waiting over the GPUs), and
+the estimated start a dry run of the same submission (`POST /v1/jobs/dry-run`) gave just before.
 When every job has ended, the store is replayed (`runtime/twin.py`, what `stint replay` runs)
 and the benchmark prints, per policy: mean JCT and p99 wait live and simulated and their
 deviation, with each attempt's measured costs (the replay) and with the fitted cost model
 alone (what `stint sim --costs-from` predicts); whether the decision sequences are identical and
 their agreement; and the start estimates' median absolute and signed error relative to the
-actual wait (jobs that waited at least 5 s), against the naive estimate's.
+actual wait (jobs that waited at least 5 s), against the naive estimate's, and the dry run's.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def run_policy(policy: str, subs: list[Sub], sleep: float, base: Path) -> dict[s
     token = (data / "admin.token").read_text().strip()
     predicted: dict[int, float] = {}
     naive_at: dict[int, float] = {}
+    dry_at: dict[int, float] = {}  # the dry run's estimated start, just before the submission
     try:
         with Client(f"http://127.0.0.1:{port}", token) as c:
             t0 = time.time()
@@ -129,10 +131,14 @@ def run_policy(policy: str, subs: list[Sub], sleep: float, base: Path) -> dict[s
                     steps = max(2, round(s.length_s / sleep))
                     before = c.jobs()
                     done = sum(1 for j in before if j["state"] == "succeeded")
-                    job = c.submit(command=[sys.executable, MLP, "--steps", str(steps), "--sleep",
-                                            str(sleep)], gpus=s.gpus, tier=s.tier,
-                                   est_s=s.length_s, total_steps=steps)
+                    body = {"command": [sys.executable, MLP, "--steps", str(steps), "--sleep",
+                                        str(sleep)], "gpus": s.gpus, "tier": s.tier,
+                            "est_s": s.length_s, "total_steps": steps}
+                    dry = c.call("POST", "/v1/jobs/dry-run", json=body)
+                    job = c.submit(**body)
                     naive_at[job["id"]] = time.time() + naive(before, now, t0, done)
+                    if dry["est_start_at"] is not None:
+                        dry_at[job["id"]] = dry["est_start_at"]
                 rows = c.jobs()
                 for j in rows:
                     if j["id"] in predicted:
@@ -158,14 +164,15 @@ def run_policy(policy: str, subs: list[Sub], sleep: float, base: Path) -> dict[s
     finally:
         store.close()
     (base / policy / "replay.json").write_text(json.dumps(report.as_dict(), indent=2))
-    return {"policy": policy, **report.totals, **errors(rows, predicted, naive_at),
+    return {"policy": policy, **report.totals, **errors(rows, predicted, naive_at, dry_at),
             "failed": sum(1 for j in rows if j["state"] != "succeeded")}
 
 
-def errors(rows: list[dict[str, Any]], predicted: dict[int, float],
-           naive_at: dict[int, float]) -> dict[str, float | int | None]:
-    """Median absolute and signed start error over the actual wait, ours and the naive one."""
-    ours, ours_signed, theirs, theirs_signed = [], [], [], []
+def errors(rows: list[dict[str, Any]], predicted: dict[int, float], naive_at: dict[int, float],
+           dry_at: dict[int, float]) -> dict[str, float | int | None]:
+    """Median absolute and signed start error over the actual wait: the control plane's first
+    estimate, the naive one, and the dry run's just before the submission."""
+    ours_signed, theirs_signed, dry_signed = [], [], []
     for j in rows:
         start = j["first_start_at"]
         if start is None or j["id"] not in predicted:
@@ -175,6 +182,8 @@ def errors(rows: list[dict[str, Any]], predicted: dict[int, float],
             continue
         ours_signed.append((predicted[j["id"]] - start) / wait)
         theirs_signed.append((naive_at[j["id"]] - start) / wait)
+        if j["id"] in dry_at:
+            dry_signed.append((dry_at[j["id"]] - start) / wait)
     ours = [abs(x) for x in ours_signed]
     theirs = [abs(x) for x in theirs_signed]
 
@@ -182,7 +191,9 @@ def errors(rows: list[dict[str, Any]], predicted: dict[int, float],
         return 100.0 * statistics.median(xs) if xs else None
 
     return {"waited": len(ours), "est_abs_err_pct": med(ours), "est_signed_err_pct": med(ours_signed),
-            "naive_abs_err_pct": med(theirs), "naive_signed_err_pct": med(theirs_signed)}
+            "naive_abs_err_pct": med(theirs), "naive_signed_err_pct": med(theirs_signed),
+            "dry_abs_err_pct": med([abs(x) for x in dry_signed]),
+            "dry_signed_err_pct": med(dry_signed)}
 
 
 def _f(x: object, pct: bool = False) -> str:
@@ -215,7 +226,7 @@ def main() -> None:
             out.append(got)
             print(json.dumps(got), flush=True)
     print("\npolicy       mean JCT live/sim (dev)  fitted dev  p99 wait live/sim (dev)  fitted dev  "
-          "decisions             est err |abs| (signed)  naive |abs| (signed)")
+          "decisions             est err |abs| (signed)  naive |abs| (signed)  dry run |abs| (signed)")
     for g in out:
         dec = "identical" if g["decisions_identical"] else f"agree {g['decision_agreement']:.2f}"
         fdec = "identical" if g["fitted_decisions_identical"] else f"{g['fitted_decision_agreement']:.2f}"
@@ -225,6 +236,7 @@ def main() -> None:
               f"  {_f(g['fitted_p99_wait_deviation_pct'], True)}  {dec} ({g['decisions_live']}; fitted {fdec})"
               f"  {_f(g['est_abs_err_pct'])} ({_f(g['est_signed_err_pct'], True)}), n={g['waited']}"
               f"  {_f(g['naive_abs_err_pct'])} ({_f(g['naive_signed_err_pct'], True)})"
+              f"  {_f(g['dry_abs_err_pct'])} ({_f(g['dry_signed_err_pct'], True)})"
               + (f"  [{g['failed']} not succeeded]" if g["failed"] else ""))
 
 

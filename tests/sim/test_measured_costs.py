@@ -3,11 +3,19 @@ that waits for the GPUs it frees."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stint.cli import app
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.perf.scaling import ScalingModel
 from stint.policies.registry import make_with_options
 from stint.runtime.measured import AttemptTimes, samples, step_times
+from stint.runtime.store import NewJob, Store
+from stint.runtime.tables import Attempt
 from stint.sim.costs import AttemptSample, CostModel, fit
 from stint.sim.engine import Simulator
 
@@ -62,3 +70,27 @@ def test_a_job_started_on_gpus_a_stop_frees_waits_for_the_stop() -> None:
     assert free["b"] == 18.0
     assert stop["b"] == free["b"] + 2.0
     assert stop["a"] == free["a"] + 2.0  # only the time b lost
+
+
+def test_sim_costs_from_a_store_charges_what_it_measured(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'stint.db'}")
+    store.migrate()
+    who = store.caller_for_token(store.create_token("alice", 0.0))
+    assert who is not None
+    job = store.add_job(NewJob("a", ["true"], 1, 1, 1, "standard", 1.0, None), who, 0.0)
+    with store.session() as s:  # 4 s from launch to step 1 at 1 s a step: a 3 s launch
+        s.add(Attempt(job_id=job.id, attempt=1, workers=1, resumed=False, launched_at=0.0,
+                      first_step_at=4.0, first_step=1, ended_at=14.0, end_step=11,
+                      outcome="succeeded"))
+    store.close()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["sim", "--trace", "philly", "--policy", "fifo", "--gpus", "64",
+                                   "--limit", "20", "--out", str(out), "--format", "json",
+                                   "--costs-from", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    costs = json.loads((out / "summary.json").read_text())["fifo"]["cost_model"]
+    assert costs["name"] == "measured" and costs["start_s"] == 3.0
+    bad = CliRunner().invoke(app, ["sim", "--trace", "philly", "--policy", "fifo", "--gpus", "64",
+                                   "--limit", "5", "--out", str(out), "--costs-from",
+                                   str(tmp_path / "nowhere")])
+    assert bad.exit_code != 0 and "no stint.db here" in bad.output
