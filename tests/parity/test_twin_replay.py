@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from parity_helpers import TraceJob, run_live  # type: ignore[import-not-found]
 
+from stint.runtime.measured import attempts
 from stint.runtime.store import Store
 from stint.runtime.twin import Step, canonical, compare, load
 
@@ -36,6 +37,10 @@ def test_the_twin_of_a_clocked_run_decides_the_same(policy: str, store: Store,
     t = report.totals
     assert t["decisions_identical"], t["first_difference"]
     assert t["mean_jct_deviation_pct"] is not None and abs(t["mean_jct_deviation_pct"]) < 1e-6
+    tried = attempts(store)  # every attempt's launch and end measured, a stop's request too
+    assert tried and all(a.ended_at is not None and a.outcome for a in tried)
+    assert sum(a.stop_at is not None for a in tried) == sum(
+        a.outcome == "checkpointed" for a in tried)
     if policy == "tiresias":
         assert t["preemptions_live"] == t["preemptions_sim"] > 0
 

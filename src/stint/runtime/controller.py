@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import inspect, select, update
+from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
@@ -82,6 +82,8 @@ S = JobState
 EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
 MAX_TRANSIENT_REFUSALS = 20  # launches refused for now (EAGAIN, ENOMEM, ...) in a row, then fail
 HANG_CHECK_S = 1.0  # the shortest time between reads of the running jobs' progress for hangs
+WATCH_EVERY_S = 0.2  # new attempts' reports are read this often for their first step
+WATCH_FOR_S = 900.0  # ... for at most this long after their launch
 COSTS_REFIT_S = 60.0  # the forecast's live cost model is fitted again this often
 COSTS_SAMPLE = 500  # from the last this many attempts
 PASSED_REFORECAST_S = 1.0  # a passed estimated start is estimated again after at most this
@@ -201,6 +203,7 @@ class Controller:
         # (``Attempt`` columns).
         self._unstepped: dict[tuple[int, int], tuple[tuple[object, object], float]] = {}
         self._marks: list[tuple[int, int, dict[str, Any]]] = []
+        self._watch_at = float("-inf")  # the next read of new attempts' first steps
         self._costs_at = float("-inf")  # when the forecast's costs were last fitted
         self._costs: FittedCosts | None = None
         self._passes_at = float("inf")  # the earliest estimated start of a waiting job
@@ -485,11 +488,17 @@ class Controller:
     # -- measured times (``Attempt``) ----------------------------------------------------
     def _watch_first_steps(self, now: float) -> None:
         """Note the first step each new attempt reports of its own (its SDK report changed
-        since the launch and says it is running): the end of its launch-to-first-step time."""
-        if not self._unstepped:
+        since the launch and says it is running): the end of its launch-to-first-step time.
+        Read at most every ``WATCH_EVERY_S``; an attempt that reports nothing for
+        ``WATCH_FOR_S`` after its launch (not an SDK job) is no longer watched."""
+        if not self._unstepped or now < self._watch_at:
             return
+        self._watch_at = now + WATCH_EVERY_S
         seen = []
-        for (job_id, attempt), (before, _) in list(self._unstepped.items()):
+        for (job_id, attempt), (before, launched) in list(self._unstepped.items()):
+            if now - launched > WATCH_FOR_S:
+                del self._unstepped[(job_id, attempt)]
+                continue
             got = self.executor.status(str(job_id)) or {}
             step, state = got.get("step"), got.get("state")
             if isinstance(step, int) and state in ("running", "finished") \
@@ -510,12 +519,21 @@ class Controller:
             "ended_at": now, "outcome": outcome, "end_step": step if isinstance(step, int) else None}))
 
     def _flush_marks(self, w: Session) -> None:
+        """Write the measured times noted since the last write: one statement per set of
+        columns, executed for all the attempts that set them (thousands of exits in a step
+        cost one round trip each kind, not one each)."""
         if not self._marks:
             return
         w.flush()  # the attempts this transaction adds come first
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for job_id, attempt, values in self._marks:
-            w.execute(update(Attempt).where(Attempt.job_id == job_id, Attempt.attempt == attempt)
-                      .values(**values))
+            groups.setdefault(tuple(sorted(values)), []).append(
+                {"k_job": job_id, "k_attempt": attempt, **{f"v_{k}": v for k, v in values.items()}})
+        for keys, rows in groups.items():
+            stmt = update(Attempt).where(Attempt.job_id == bindparam("k_job"),
+                                         Attempt.attempt == bindparam("k_attempt")).values(
+                {k: bindparam(f"v_{k}") for k in keys})
+            w.connection().execute(stmt, rows)
         self._marks = []
 
     # -- 2. operator requests --------------------------------------------------------------

@@ -28,6 +28,7 @@ from stint.sim.forecast import BASIS, Estimate, forecast
 
 PERF = ScalingModel()  # the controller's
 EPS = 1e-6
+MAX_JOBS = 1000  # a state of more active jobs is not forecast (the controller's bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,12 @@ def what_if(store: Store, spec: NewJob, caller: Caller, now: float, fallback_pol
     mine = status_of(new, caller.name, epoch, PERF, None, t)
     if not nodes or not any(c <= sum(g for _, g in nodes) for c in mine.spec.feasible_counts()):
         return infeasible("no worker count of the job fits the nodes that are up", name)
+    if len(active) > MAX_JOBS:
+        free = sum(g for _, g in nodes) - sum(st.allocation.num_workers for st in active)
+        fits = mine.spec.requested_workers <= free
+        return DryRun("fits-now" if fits else "waits", f"more than {MAX_JOBS} active jobs: not "
+                      "forecast; " + ("enough GPUs are free now" if fits else "not enough GPUs "
+                                      "are free now"), None, None, (), name)
     fitted = fitted_costs(store, limit=500)
     costs = fitted.costs if any(fitted.samples.values()) else None
     cluster = cluster_of(nodes)
