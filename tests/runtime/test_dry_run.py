@@ -96,3 +96,17 @@ def test_a_job_past_the_users_limits_is_infeasible(store: Store, tmp_path: Path)
     got = _ask(api, token, gpus=2)
     assert got["admissible"] == "infeasible"
     assert "limit of 3" in str(got["reason"])
+
+
+def test_the_cli_answer_names_the_verdict_times_and_delays() -> None:
+    from stint.runtime.cli import _dry_run_text
+
+    got = _dry_run_text({"admissible": "needs-preemption", "reason": "it starts now by stopping "
+                         "or shrinking job(s) 3", "policy": "singularity", "est_start_at": 100.0,
+                         "est_finish_at": 160.0, "delays": [{"job_id": 3, "start_s": None,
+                                                             "finish_s": 60.0}],
+                         "basis": "B"}, 100.0)
+    assert got.splitlines() == [
+        "needs-preemption: it starts now by stopping or shrinking job(s) 3 (policy singularity)",
+        "estimated start: 00:01:40 UTC (in 0s)", "estimated finish: 00:02:40 UTC (in 1m00s)",
+        "delays: job 3 finishes 60 s later", "basis: B"]

@@ -268,6 +268,10 @@ def submit(
                                               "prints the array's id.")] = None,
     array_parallel: Annotated[int | None, typer.Option(help="Most tasks of the array that run "
                                                        "at once (default: no limit).")] = None,
+    test_only: Annotated[bool, typer.Option("--test-only", help="Do not submit: say whether "
+                                            "the job would fit (infeasible, fits now, needs "
+                                            "preemption, waits), when it would start and "
+                                            "finish, and which jobs it would delay.")] = False,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -286,6 +290,14 @@ def submit(
         "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
         "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries}
+    if test_only:
+        if array is not None:
+            _fail(ValueError("--test-only takes a single job, not --array"))
+        body = {k: v for k, v in spec.items() if v is not None}
+        got = _call((server, data_dir, token),
+                    lambda c: c.call("POST", "/v1/jobs/dry-run", json=body))
+        typer.echo(json.dumps(got, indent=2) if json_out else _dry_run_text(got, time.time()))
+        return
     if array is not None:
         got = _call((server, data_dir, token),
                     lambda c: c.submit_array(array, array_parallel, **spec))
@@ -293,6 +305,22 @@ def submit(
         return
     job = _call((server, data_dir, token), lambda c: c.submit(**spec))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
+
+
+def _dry_run_text(got: dict[str, Any], now: float) -> str:
+    """``stint submit --test-only``'s answer, for people."""
+    lines = [f"{got['admissible']}: {got['reason']} (policy {got['policy']})"]
+    for key, what in (("est_start_at", "start"), ("est_finish_at", "finish")):
+        at = got[key]
+        when = "not within the forecast" if at is None else (
+            f"{time.strftime('%H:%M:%S UTC', time.gmtime(at))} (in {_span(max(0.0, at - now))})")
+        lines.append(f"estimated {what}: {when}")
+    delays = got["delays"]
+    lines.append("delays no job" if not delays else "delays: " + "; ".join(
+        f"job {d['job_id']}" + (f" starts {d['start_s']:.0f} s later" if d["start_s"] else "")
+        + (f" finishes {d['finish_s']:.0f} s later" if d["finish_s"] else "") for d in delays))
+    lines.append(f"basis: {got['basis']}")
+    return "\n".join(lines)
 
 
 def jobs(
