@@ -79,6 +79,7 @@ def test_a_pollux_csv_given_as_a_path_gets_pollux_costs(tmp_path):
     assert plain["job_model"] == "samples" and plain["avg_jct_s"] < by_name["avg_jct_s"]
     assert by_path["cost_model"] == by_name["cost_model"] == {
         "name": "pollux", "start_s": 30.0, "resume_s": 30.0, "resize_s": 30.0, "migrate_s": 30.0,
+        "stop_s": 0.0,
     }
 
 
@@ -94,6 +95,7 @@ def test_restart_s_keeps_the_first_start_charge_of_the_format(tmp_path):
     assert philly["job_model"] == "recorded-duration"
     assert philly["cost_model"] == {
         "name": "default", "start_s": 0.0, "resume_s": 5.0, "resize_s": 5.0, "migrate_s": 5.0,
+        "stop_s": 0.0,
     }
 
 

@@ -37,6 +37,7 @@ from stint.runtime.schemas import (
     ArrayIn,
     ArrayOut,
     ClusterOut,
+    DryRunOut,
     HistoryOut,
     JobDetail,
     JobIn,
@@ -155,6 +156,22 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         job = store.add_job(spec, who, settings.clock(),
                             check=lambda usage: _check_limits(spec, usage, limits, key))
         return out(job, who)
+
+    @app.post("/v1/jobs/dry-run")
+    def dry_run(body: JobIn, who: Who) -> DryRunOut:
+        """Whether the job would fit and when, from a forecast with it added; not stored."""
+        from stint.runtime.whatif import infeasible, out_of, what_if
+
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
+        try:
+            _check_limits(spec, store.live_usage(who.user_id), limits, key)
+        except HTTPException as exc:
+            return out_of(infeasible(f"over your limits: {exc.detail}", settings.policy))
+        except RequestValidationError as exc:
+            return out_of(infeasible(f"over your limits: {exc.errors()[0]['msg']}",
+                                     settings.policy))
+        return out_of(what_if(store, spec, who, settings.clock(), settings.policy))
 
     @app.post("/v1/arrays", status_code=201)
     def submit_array(body: ArrayIn, who: Who) -> ArrayOut:

@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
     app.command()(unpin)
     app.command()(wait)
     app.command()(nodes)
+    app.command()(replay)
     token_app = typer.Typer(help="API tokens (admin only).", no_args_is_help=True)
     token_app.command("create")(token_create)
     token_app.command("revoke")(token_revoke)
@@ -267,6 +268,10 @@ def submit(
                                               "prints the array's id.")] = None,
     array_parallel: Annotated[int | None, typer.Option(help="Most tasks of the array that run "
                                                        "at once (default: no limit).")] = None,
+    test_only: Annotated[bool, typer.Option("--test-only", help="Do not submit: say whether "
+                                            "the job would fit (infeasible, fits now, needs "
+                                            "preemption, waits), when it would start and "
+                                            "finish, and which jobs it would delay.")] = False,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -285,6 +290,14 @@ def submit(
         "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
         "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries}
+    if test_only:
+        if array is not None:
+            _fail(ValueError("--test-only takes a single job, not --array"))
+        body = {k: v for k, v in spec.items() if v is not None}
+        got = _call((server, data_dir, token),
+                    lambda c: c.call("POST", "/v1/jobs/dry-run", json=body))
+        typer.echo(json.dumps(got, indent=2) if json_out else _dry_run_text(got, time.time()))
+        return
     if array is not None:
         got = _call((server, data_dir, token),
                     lambda c: c.submit_array(array, array_parallel, **spec))
@@ -292,6 +305,22 @@ def submit(
         return
     job = _call((server, data_dir, token), lambda c: c.submit(**spec))
     typer.echo(json.dumps(job, indent=2) if json_out else str(job["id"]))
+
+
+def _dry_run_text(got: dict[str, Any], now: float) -> str:
+    """``stint submit --test-only``'s answer, for people."""
+    lines = [f"{got['admissible']}: {got['reason']} (policy {got['policy']})"]
+    for key, what in (("est_start_at", "start"), ("est_finish_at", "finish")):
+        at = got[key]
+        when = "not within the forecast" if at is None else (
+            f"{time.strftime('%H:%M:%S UTC', time.gmtime(at))} (in {_span(max(0.0, at - now))})")
+        lines.append(f"estimated {what}: {when}")
+    delays = got["delays"]
+    lines.append("delays no job" if not delays else "delays: " + "; ".join(
+        f"job {d['job_id']}" + (f" starts {d['start_s']:.0f} s later" if d["start_s"] else "")
+        + (f" finishes {d['finish_s']:.0f} s later" if d["finish_s"] else "") for d in delays))
+    lines.append(f"basis: {got['basis']}")
+    return "\n".join(lines)
 
 
 def jobs(
@@ -399,7 +428,20 @@ def _eta(row: dict[str, Any], now: float, key: str = "est_start_at") -> str:
     waiting = row["state"] in ("queued", "preempted", "admitted")
     if at is None or (key == "est_start_at" and not waiting) or row["state"] in _ENDED:
         return "-"
-    return f"in {_span(at - now)}"
+    if key == "est_start_at":
+        return _start_eta(row, now)
+    return f"in {_span(at - now)}" if at >= now else "overdue, re-estimating"
+
+
+def _start_eta(row: dict[str, Any], now: float) -> str:
+    """A waiting job's estimated start and its band ("in 2m05s (1m50s-2m40s)"); never a time
+    already past: the controller is estimating it again."""
+    at, lo, hi = row["est_start_at"], row.get("est_start_lo_at"), row.get("est_start_hi_at")
+    if at < now:
+        return "overdue, re-estimating"
+    band = f" ({_span(max(0.0, lo - now))}-{_span(hi - now)})" if lo is not None and \
+        hi is not None and hi > lo else ""
+    return f"in {_span(at - now)}{band}"
 
 
 def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
@@ -416,7 +458,10 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
                 "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
                 "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
                 "copy_bytes", "copy_s", "retry_at", "run_s"):
-        typer.echo(f"{key:>15}: {_shown(key, row[key], now)}")
+        shown = _shown(key, row[key], now)
+        if key == "est_start_at" and row[key] is not None:
+            shown = _start_eta(row, now) + (f" ({shown.split(' (')[0]})" if row[key] >= now else "")
+        typer.echo(f"{key:>15}: {shown}")
     for key in ("memory_max", "pids_max", "time_limit_s", "hang_s", "max_retries"):
         value = row[key]
         typer.echo(f"{key:>15}: {'default' if value is None else _shown(key, value, now)}")
@@ -549,6 +594,53 @@ def migrate(job: int, to: Annotated[str | None, typer.Option("--to", help="Node 
 def unpin(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
     """Drop an operator pin (resize/migrate): the policy decides the job's size and place again."""
     _act(job, "unpin", None, (server, data_dir, token))
+
+
+def replay(
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The data directory of the "
+                                                 "live run's `stint serve` (its SQLite store).")] = None,
+    db: Annotated[str | None, typer.Option(help="Or its database URL.")] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    policy: Annotated[str | None, typer.Option(help="Replay under this policy [default: the "
+                                               "one the live run used].")] = None,
+    policy_opt: Annotated[list[str] | None, typer.Option(help="Its options, KEY=VALUE "
+                                                         "(repeatable) [default: the live run's].")] = None,
+    jitter_s: Annotated[float, typer.Option(help="Decisions closer than this may come in "
+                                            "either order.")] = 2.0,
+) -> None:
+    """Simulate a live run again (same submissions, policy and options, measured costs and
+    step times) and compare, per job and in total, start, JCT, preemptions, resizes and the
+    sequence of decisions."""
+    from stint.policies.registry import make_with_options
+    from stint.runtime.measured import open_store
+    from stint.runtime.twin import compare, load, text
+
+    if (data_dir is None) == (db is None) or output not in ("table", "json"):
+        typer.echo("error: give one of --data-dir or --db, and --format table or json", err=True)
+        raise typer.Exit(2)
+    try:
+        store = open_store(db if db is not None else str(data_dir))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        run = load(store)
+    finally:
+        store.close()
+    name, options = run.policy or ("fifo", ())
+    if policy is not None:
+        name, options = policy, ()
+    options = tuple(policy_opt) if policy_opt is not None else options
+    try:
+        make_with_options(name, options)
+    except (KeyError, ValueError) as exc:
+        typer.echo(f"error: {str(exc).strip(chr(39))}", err=True)
+        raise typer.Exit(2) from None
+    if not run.specs:
+        typer.echo("error: the store holds no jobs to replay", err=True)
+        raise typer.Exit(2)
+    report = compare(run, name, options, jitter_s)
+    typer.echo(json.dumps(report.as_dict(), indent=2) if output == "json" else text(report))
 
 
 def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:

@@ -41,11 +41,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import inspect, select, update
+from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
@@ -54,7 +54,7 @@ from stint.model.allocation import Allocation, Plan
 from stint.perf.scaling import ScalingModel
 from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
-from stint.policies.base import Policy, unexplained_wait
+from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
@@ -66,17 +66,28 @@ from stint.runtime.executor.base import (
     Outcome,
     WorkerLaunch,
 )
+from stint.runtime.measured import fitted_costs, record_policy
 from stint.runtime.metrics import Metrics
 from stint.runtime.states import HOLDING, RELAUNCHING, SUBMITTED, TERMINAL, JobState
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
-from stint.runtime.tables import Job, Transition
+from stint.runtime.tables import Attempt, Decision, Job, Transition
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
+from stint.sim.costs import CostModel, FittedCosts
+
+if TYPE_CHECKING:
+    from stint.sim.forecast import Estimate
 
 log = logging.getLogger(__name__)
 S = JobState
 EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
 MAX_TRANSIENT_REFUSALS = 20  # launches refused for now (EAGAIN, ENOMEM, ...) in a row, then fail
 HANG_CHECK_S = 1.0  # the shortest time between reads of the running jobs' progress for hangs
+WATCH_EVERY_S = 0.2  # new attempts' reports are read this often for their first step
+WATCH_FOR_S = 900.0  # ... for at most this long after their launch
+COSTS_REFIT_S = 60.0  # the forecast's live cost model is fitted again this often
+COSTS_SAMPLE = 500  # from the last this many attempts
+PASSED_REFORECAST_S = 1.0  # a passed estimated start is estimated again after at most this
+BAND_MAX_JOBS = 300  # the start band (two more forecasts) only for states this small
 
 
 # A stop in progress keeps its purpose unless a stronger one comes (``Controller._stop``).
@@ -145,6 +156,10 @@ class ControllerConfig:
     retry_backoff_max_s: float = 600.0
     # Per user: the bounds of a job that asks none, and the most it may ask (``[limits]``)
     limits: Limits = field(default_factory=Limits)
+    # The policy's registry name and options as given (``stint replay`` reads them from the
+    # store; "" : the policy's own name, no options)
+    policy_name: str = ""
+    policy_options: tuple[str, ...] = ()
 
 
 class Controller:
@@ -183,6 +198,16 @@ class Controller:
         # (job, attempt) launched and not yet checked for hangs -> the report it left before
         self._launched: dict[tuple[int, int], tuple[object, object]] = {}
         self._launch_failed = False  # a launch failed since the policy's last call: news to it
+        # Attempts launched whose first step of their own is not seen yet -> the SDK's report
+        # (state, step) before the launch, and the launch's time; and measured times to write
+        # (``Attempt`` columns).
+        self._unstepped: dict[tuple[int, int], tuple[tuple[object, object], float]] = {}
+        self._marks: list[tuple[int, int, dict[str, Any]]] = []
+        self._watch_at = float("-inf")  # the next read of new attempts' first steps
+        self._costs_at = float("-inf")  # when the forecast's costs were last fitted
+        self._costs: FittedCosts | None = None
+        self._passes_at = float("inf")  # the earliest estimated start of a waiting job
+        record_policy(store, config.policy_name or policy.name, config.policy_options)
 
     # -- the loop --------------------------------------------------------------------------
     def step(self, now: float) -> StepReport:
@@ -221,6 +246,7 @@ class Controller:
         # Exits are reported once; keep them until the transaction that applies them commits.
         exits = self._unapplied = self._unapplied + self.executor.poll()
         report.exits = len(exits)
+        self._watch_first_steps(now)
         with self.store.read() as r:
             marker = self.cache.marker(r)
             down = self._nodes_down()
@@ -285,7 +311,7 @@ class Controller:
         """Write the columns the step changed (only those: the API may have set request columns
         meanwhile) and the transitions, in one transaction."""
         changed = self.cache.modified()
-        if not changed and not rec.items:
+        if not changed and not rec.items and not self._marks:
             return
         notes = []  # rows whose only change is what users read (a waiting reason, a decision)
         with self.store.session() as w:
@@ -298,6 +324,7 @@ class Controller:
                 else:
                     self._pending.add(str(job.id))
             w.add_all(rec.items)
+            self._flush_marks(w)
         self.cache.noted(notes)  # not news to the policy: its view of them did not change
         for t in rec.items:
             if isinstance(t, Transition):
@@ -327,6 +354,7 @@ class Controller:
                 row = jobs.get(int(jid)) if jid.isdigit() else None
                 if row is None or row.attempt != attempt or row.state not in HOLDING:
                     self.executor.kill(jid)  # an orphan: its job ended or moved on
+            self._flush_marks(s)
         self._unapplied = []
         self.cache.invalidate()
         self._dirty = True
@@ -364,6 +392,7 @@ class Controller:
         if job is None or job.attempt != e.attempt or job.state not in HOLDING:
             return  # stale: an attempt the store has already moved past
         codes = ",".join(f"{r}:{c}" for r, c in sorted(e.exit_codes.items()))
+        self._mark_end(job, now, str(e.outcome))
         self._release(job, now)
         common = {"stop_deadline": None, "exit_code": _worst(e.exit_codes)}
         if e.outcome is Outcome.SUCCEEDED:
@@ -451,6 +480,57 @@ class Controller:
         job.holding_since = None
         job.slots = "{}"
 
+    # -- measured times (``Attempt``) ----------------------------------------------------
+    def _watch_first_steps(self, now: float) -> None:
+        """Note the first step each new attempt reports of its own (its SDK report changed
+        since the launch and says it is running): the end of its launch-to-first-step time.
+        Read at most every ``WATCH_EVERY_S``; an attempt that reports nothing for
+        ``WATCH_FOR_S`` after its launch (not an SDK job) is no longer watched."""
+        if not self._unstepped or now < self._watch_at:
+            return
+        self._watch_at = now + WATCH_EVERY_S
+        seen = []
+        for (job_id, attempt), (before, launched) in list(self._unstepped.items()):
+            if now - launched > WATCH_FOR_S:
+                del self._unstepped[(job_id, attempt)]
+                continue
+            got = self.executor.status(str(job_id)) or {}
+            step, state = got.get("step"), got.get("state")
+            if isinstance(step, int) and state in ("running", "finished") \
+                    and (state, step) != before:
+                seen.append((job_id, attempt, {"first_step_at": now, "first_step": step}))
+                del self._unstepped[(job_id, attempt)]
+        if seen:
+            self._marks += seen
+            with self.store.session() as w:
+                self._flush_marks(w)
+
+    def _mark_end(self, job: Job, now: float, outcome: str) -> None:
+        """The attempt ended: when, how, and the SDK's step then (None: it reports none)."""
+        self._unstepped.pop((job.id, job.attempt), None)
+        got = self.executor.status(str(job.id)) or {}
+        step = got.get("step")
+        self._marks.append((job.id, job.attempt, {
+            "ended_at": now, "outcome": outcome, "end_step": step if isinstance(step, int) else None}))
+
+    def _flush_marks(self, w: Session) -> None:
+        """Write the measured times noted since the last write: one statement per set of
+        columns, executed for all the attempts that set them (thousands of exits in a step
+        cost one round trip each kind, not one each)."""
+        if not self._marks:
+            return
+        w.flush()  # the attempts this transaction adds come first
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for job_id, attempt, values in self._marks:
+            groups.setdefault(tuple(sorted(values)), []).append(
+                {"k_job": job_id, "k_attempt": attempt, **{f"v_{k}": v for k, v in values.items()}})
+        for keys, rows in groups.items():
+            stmt = update(Attempt).where(Attempt.job_id == bindparam("k_job"),
+                                         Attempt.attempt == bindparam("k_attempt")).values(
+                {k: bindparam(f"v_{k}") for k in keys})
+            w.connection().execute(stmt, rows)
+        self._marks = []
+
     # -- 2. operator requests --------------------------------------------------------------
     def _apply_requests(self, s: Writes, jobs: list[Job], now: float,
                         effects: list[Effect]) -> None:
@@ -496,6 +576,7 @@ class Controller:
                 setattr(job, k, v)
         else:
             record_transition(s, job, S.CHECKPOINTING, now, reason, **cols)
+            self._marks.append((job.id, job.attempt, {"stop_at": now}))
         effects.append(Stop(job.id, kill=purpose in _KILLS))
 
     # -- 2c. the jobs' bounds: retries due, time limits, hangs -------------------------------
@@ -700,6 +781,8 @@ class Controller:
                      a.job_id, _where(self, a.before) or "nothing",
                      _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
             self._apply_action(s, jobs[int(a.job_id)], a, now, effects)
+            s.add(Decision(job_id=int(a.job_id), at=now, kind=str(a.kind),
+                           workers=a.after.num_workers))
             report.actions.append(a)
         free = sum(f for n, f in enumerate(ledger.free_gpus) if n not in ledger.down)
         started = {a.job_id for a in staged.actions}
@@ -711,34 +794,76 @@ class Controller:
         self._forecast_stale = True
 
     def forecast(self, now: float) -> None:
-        """Write each active job's estimated start and finish (``sim.forecast``) when one is
-        due; a job holding GPUs is estimated to start now. Not news to the policy."""
+        """Write each active job's estimated start (with its band) and finish
+        (``sim.forecast``) when one is due: something changed ``forecast_s`` ago or more, or a
+        waiting job's estimated start has passed (it is estimated again at once). A job holding
+        GPUs is estimated to start now. Not news to the policy."""
         make = self.config.forecast_policy
         due = now - self._forecast_at >= self.config.forecast_s and self._forecast_stale
-        if make is None or not due:
+        passed = now >= self._passes_at and now - self._forecast_at >= PASSED_REFORECAST_S
+        if make is None or not (due or passed):
             return
-        from stint.sim.forecast import forecast
+        from stint.sim.forecast import band, forecast
 
         jobs = self.cache.rows
-        self._forecast_stale = False
+        self._forecast_stale, self._passes_at = False, float("inf")
         if not jobs or len(jobs) > self.config.forecast_max_jobs:
             return
         self._forecast_at = now
         t = now - self.epoch
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if _policy_sees(j)]
-        est = forecast(self.cluster, statuses, make(), self.perf, t)
-        place = queue_positions([(st.job_id, est[st.job_id].order) for st in statuses
-                                 if not st.allocation])
+        fitted = self._fitted_costs(now)
+        costs = fitted.costs if fitted is not None else None
+        if costs is not None:
+            statuses = [self._launch_left(jobs[int(st.job_id)], st, costs, now) for st in statuses]
+        est = forecast(self.cluster, statuses, make(), self.perf, t, costs)
+        waiting = [st for st in statuses if not st.allocation]
+        bands = band(self.cluster, statuses, make, self.perf, t, fitted, est) \
+            if waiting and len(statuses) <= BAND_MAX_JOBS else {}
+        place = queue_positions([(st.job_id, est[st.job_id].order) for st in waiting])
+        starts = [e.start_s for st in waiting if (e := est[st.job_id]).start_s is not None
+                  and e.start_s > t]
+        self._passes_at = self.epoch + min(starts) if starts else float("inf")
+        self._write_estimates(statuses, est, bands, place)
+
+    def _launch_left(self, job: Job, st: JobStatus, costs: CostModel, now: float) -> JobStatus:
+        """A job launched and not yet at its first step makes no progress for the rest of its
+        measured launch time: that much more work left, for the forecast."""
+        got = self._unstepped.get((job.id, job.attempt))
+        if got is None or not st.allocation or st.rate <= 0:
+            return st
+        cost = costs.resume_s if job.first_start_at is not None and job.attempt > 1 else costs.start_s
+        left = cost - (now - got[1])
+        if left <= 0:
+            return st
+        return replace(st, spec=replace(st.spec, work=st.spec.work + left * st.rate))
+
+    def _write_estimates(self, statuses: list[JobStatus], est: Mapping[str, Estimate],
+                         bands: Mapping[str, tuple[float | None, float | None]],
+                         place: Mapping[str, int]) -> None:
         # Written straight to the store, not through the cached rows: those may hold this step's
         # lifecycle changes, which an executor's report (a launch) has already moved past.
+        def wall(x: float | None) -> float | None:
+            return None if x is None else self.epoch + x
+
         with self.store.session() as w:
             for st in statuses:
                 e = est[st.job_id]
+                lo, hi = bands.get(st.job_id, (None, None))
                 w.execute(update(Job).where(Job.id == int(st.job_id)).values(
-                    est_start_at=None if e.start_s is None else self.epoch + e.start_s,
-                    est_finish_at=None if e.finish_s is None else self.epoch + e.finish_s,
+                    est_start_at=wall(e.start_s), est_finish_at=wall(e.finish_s),
+                    est_start_lo_at=wall(lo), est_start_hi_at=wall(hi),
                     queue_position=place.get(st.job_id)))
+
+    def _fitted_costs(self, now: float) -> FittedCosts | None:
+        """The live cost model fitted from this store's last attempts, refitted every
+        ``COSTS_REFIT_S`` (None: nothing measured yet; the forecast charges no costs)."""
+        if now - self._costs_at >= COSTS_REFIT_S:
+            self._costs_at = now
+            fitted = fitted_costs(self.store, limit=COSTS_SAMPLE)
+            self._costs = fitted if any(fitted.samples.values()) else None
+        return self._costs
 
     def _ledger(self, jobs: Mapping[int, Job]) -> Ledger:
         """The capacity ledger as policies see it: every active job's logical allocation, and
@@ -823,6 +948,10 @@ class Controller:
         held.append(slots)
         take(free, alloc)
         job.attempt += 1
+        s.add(Attempt(job_id=job.id, attempt=job.attempt, workers=alloc.num_workers,
+                      resumed=job.first_start_at is not None, launched_at=now))
+        report = self.executor.status(str(job.id)) or {}
+        self._unstepped[(job.id, job.attempt)] = ((report.get("state"), report.get("step")), now)
         if self._hang_s(job):  # what an earlier attempt left is not this one's report
             self._launched[(job.id, job.attempt)] = self._progress(job)[1]
         record_transition(
@@ -902,11 +1031,18 @@ class Controller:
                          eff.attempt, len(eff.workers),
                          ", ".join(sorted({w.node for w in eff.workers})))
             elif transient:
-                self._release(job, now)
+                self._refused(s, job, now)
                 self._refused_for_now(s, job, f"launch refused: {error}", now)
             else:
-                self._release(job, now)
+                self._refused(s, job, now)
                 self._worker_failed(s, job, f"launch refused: {error}", now, {}, permanent)
+
+    def _refused(self, s: Session, job: Job, now: float) -> None:
+        """A launch refused: the attempt ends at once (measured as such) and frees its GPUs."""
+        self._unstepped.pop((job.id, job.attempt), None)
+        s.execute(update(Attempt).where(Attempt.job_id == job.id, Attempt.attempt == job.attempt)
+                  .values(ended_at=now, outcome="refused"))
+        self._release(job, now)
 
     # -- helpers ---------------------------------------------------------------------------
     def _active(self, s: Session) -> dict[int, Job]:

@@ -256,6 +256,10 @@ class JobOut(BaseModel):
     # (``FORECAST_BASIS``); None once it runs (start) or ends (both), or with no forecast.
     est_start_at: float | None
     est_finish_at: float | None
+    # The estimated start's band (``sim.forecast.band``), wall seconds; None as est_start_at.
+    # An estimated start earlier than now is overdue: the controller estimates it again.
+    est_start_lo_at: float | None = None
+    est_start_hi_at: float | None = None
     # A waiting (queued or preempted) job's place in its policy's queue: 1 starts next. The
     # order the forecast's replay of the policy starts the waiting jobs in (ties: arrival);
     # None while it runs or holds an admission, or when there is no forecast.
@@ -306,6 +310,8 @@ class JobOut(BaseModel):
             decision=job.decision,
             est_start_at=job.est_start_at if job.state in _WAITING else None,
             est_finish_at=None if job.state in TERMINAL else job.est_finish_at,
+            est_start_lo_at=job.est_start_lo_at if job.state in _WAITING else None,
+            est_start_hi_at=job.est_start_hi_at if job.state in _WAITING else None,
             os_user=job.os_user, cwd=job.cwd,
             queue_position=job.queue_position if job.state in _WAITING and not job.target
             else None,
@@ -421,3 +427,28 @@ class ClusterOut(BaseModel):
     used_gpus: int
     tiers: list[TierOut]
     forecast_basis: str
+
+
+class DelayOut(BaseModel):
+    """A job the dry-run submission would delay: seconds later it would start (a waiting job;
+    None: not within the forecast) and finish."""
+
+    job_id: int
+    start_s: float | None
+    finish_s: float | None
+
+
+class DryRunOut(BaseModel):
+    """``POST /v1/jobs/dry-run``: what submitting the job now would do (it is not stored).
+    ``admissible``: ``infeasible`` (it cannot run here; ``reason`` says why), ``fits-now``,
+    ``needs-preemption`` (it starts now by stopping or shrinking others) or ``waits``; its
+    estimated start and finish (wall seconds; None: not within the forecast), the jobs it would
+    delay, the policy forecast, and the forecast's basis."""
+
+    admissible: str
+    reason: str
+    est_start_at: float | None
+    est_finish_at: float | None
+    delays: list[DelayOut]
+    policy: str
+    basis: str

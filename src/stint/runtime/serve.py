@@ -128,7 +128,8 @@ def controller_config(cfg: ServeConfig, jobs_dir: Path,
                             forecast_policy=forecast, slow_step_s=ctl.slow_step_s,
                             hang_s=ctl.hang_s, retry_backoff_s=ctl.retry_backoff_s,
                             retry_backoff_max_s=ctl.retry_backoff_max_s, limits=cfg.limits,
-                            multi_user=os.geteuid() == 0)
+                            multi_user=os.geteuid() == 0, policy_name=cfg.policy_name(),
+                            policy_options=cfg.policy_options())
 
 
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,

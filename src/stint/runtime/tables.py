@@ -3,7 +3,17 @@ a change here needs a new migration (``tests/runtime/test_store.py`` checks that
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -105,6 +115,10 @@ class Job(Base):
     # Its place among the waiting jobs in the order the forecast starts them (1 = next; None:
     # not waiting, or no forecast), written with the forecast (``view.queue_positions``).
     queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The estimated start's band (wall seconds): the forecast with the fitted costs' and the
+    # declared lengths' low and high quantiles (``sim.forecast.band``); None as ``est_start_at``.
+    est_start_lo_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    est_start_hi_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -179,3 +193,42 @@ class Override(Base):
     value: Mapped[str] = mapped_column(String(128), default="")
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     at: Mapped[float] = mapped_column(Float)
+
+
+class Attempt(Base):
+    """One attempt of a job as the controller measured it (the live costs are fitted from these,
+    ``runtime/measured.py``): launched (the transition to ``starting``) on ``workers``; its first
+    SDK report of a step of its own (``first_step_at``, ``first_step``: None for a job that
+    reports no steps); the request to checkpoint and stop (``stop_at``); the exit the
+    controller applied (``ended_at``, ``outcome``) and the SDK's step then (``end_step``).
+    ``resumed``: the attempt carries on from an earlier one (a resume, resize or migration)."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", name="uq_attempts_job_attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    workers: Mapped[int] = mapped_column(Integer)
+    resumed: Mapped[bool] = mapped_column(Boolean)
+    launched_at: Mapped[float] = mapped_column(Float)
+    first_step_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    first_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stop_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    end_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+
+
+class Decision(Base):
+    """One action of a plan the controller accepted (``reconcile.Action``: kind, job, the worker
+    count after it), in the order it enacted them (``id``); ``stint replay`` compares them with
+    the simulator's."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(16))
+    workers: Mapped[int] = mapped_column(Integer)

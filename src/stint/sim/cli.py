@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import typer
 
     from stint.report.html import Timeline
+    from stint.sim.costs import CostModel
     from stint.sim.fleet_run import FleetConfig
     from stint.sim.metrics import RunResult
 
@@ -67,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
     a("--end-s", type=float, help="Keep jobs submitted before this offset (s).")
     a("--restart-s", type=float, help="Cost (s) of every resume/resize/migrate, and of the first start "
       "where the trace's format charges one (Pollux). Default: 30.")
+    a("--costs-from", metavar="DATA_DIR|DB_URL", help="Charge the costs a live cluster measured: "
+      "start, resume and checkpoint-and-stop fitted from the attempts in the store of `stint serve` "
+      "(its data directory or database URL); replaces --restart-s.")
     a("--elastic", action=argparse.BooleanOptionalAction, default=False,
       help="Make rigid jobs elastic: req/2 to 2*req workers [default: no].")
     a("--decide-every", type=float, metavar="S",
@@ -182,6 +186,14 @@ def _sim(args: argparse.Namespace) -> int:
         return _fail(f"--batch must be 'auto', 'fixed' or 'adaptive' (got {args.batch!r})")
     if args.restart_s is not None and args.restart_s < 0:
         return _fail(f"--restart-s must be >= 0 (got {args.restart_s:g})")
+    measured = None
+    if args.costs_from is not None:
+        if args.restart_s is not None:
+            return _fail("give --costs-from or --restart-s, not both")
+        try:
+            measured = _measured_costs(args.costs_from)
+        except ValueError as exc:
+            return _fail(f"error: --costs-from {exc}")
     try:
         mix = TierMix.parse(args.tiers) if args.tiers is not None else TierMix()
         reserve = None
@@ -213,6 +225,8 @@ def _sim(args: argparse.Namespace) -> int:
         seed=args.seed,
         filters=Filters(limit=args.limit, vc=args.vc, start_s=args.start_s, end_s=args.end_s),
         restart_s=args.restart_s,
+        costs=measured,
+        costs_name="measured",
         samples=args.job_model == "samples",
         batch=args.batch,
         elastic=args.elastic,
@@ -326,12 +340,27 @@ def _fleet(cfg: FleetConfig, out: Path, format: str) -> int:
     return 0
 
 
+def _measured_costs(where: str) -> CostModel:
+    """The cost model fitted from a live store's attempts (``runtime/measured.py``)."""
+    from stint.runtime.measured import fitted_costs, open_store
+
+    store = open_store(where)
+    try:
+        fitted = fitted_costs(store)
+    finally:
+        store.close()
+    if not any(fitted.samples.values()):
+        raise ValueError(f"{where}: the store has no measured attempts yet")
+    return fitted.costs
+
+
 def _models_line(results: dict[str, RunResult]) -> str:
     """What the figures assume: job model, cost model, batch mode per policy (as summary.json)."""
     first = next(iter(results.values()))
     costs = "?"
     if first.cost_model is not None:
         c = first.cost_model.costs
-        costs = f"{first.cost_model.name} (start {c.start_s:g} s, resume/resize/migrate {c.resume_s:g} s)"
+        costs = (f"{first.cost_model.name} (start {c.start_s:.3g} s, resume {c.resume_s:.3g} s, "
+                 f"resize/migrate {c.resize_s:.3g} s, stop {c.stop_s:.3g} s)")
     batches = ", ".join(f"{p} {r.batch}" for p, r in results.items())
     return f"job model: {first.job_model}; costs: {costs}; batch: {batches}"

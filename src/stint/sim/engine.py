@@ -25,7 +25,7 @@ import heapq
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,7 @@ class _Track:
     version: int = 0
     migrations: int = 0
     resizes: int = 0
+    allocations: int = 0  # actions that gave it GPUs so far (start, resume, resize, migrate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,10 @@ class Simulator:
     # What policies may know of each job's length (``stint.policies.knowledge``): declared (the
     # user's ``est_s``, else the user-history estimate) by default; oracle for studies.
     knowledge: Knowledge = field(default_factory=Knowledge)
+    # Measured delays (``stint replay``): per job, the seconds without progress after its first,
+    # second, ... action that gives it GPUs, as a live run measured them; they replace the cost
+    # model's (and the stop wait) for those actions (None, or past the list: the cost model's).
+    measured_delays: Mapping[str, Sequence[float | None]] | None = None
 
     def __post_init__(self) -> None:
         self._specs = sorted(self.jobs, key=lambda s: s.arrival_s)
@@ -150,6 +155,7 @@ class Simulator:
         self._reserved_series: tuple[array[float], array[float]] = (array("d"), array("d"))
         self.events = 0  # events handled so far (arrivals included)
         self._estimates: dict[str, tuple[float, str]] = {}  # job -> (estimate s, its source)
+        self._free_before: list[int] | None = None  # free GPUs before the plan being enacted
 
     # ----------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
@@ -381,11 +387,14 @@ class Simulator:
         specs = {j: table[j].spec for j in named}
         for j in named:  # settle before the staging changes what the jobs hold
             self._settle(table[j], t)
+        # With a stop cost, a job placed on GPUs this plan frees by a stop waits for it.
+        self._free_before = list(self._ledger.free_gpus) if self.costs.stop_s > 0 else None
         staged = stage(plan, current, has_run, specs, self._ledger)
         for action, why in staged.refusals:
             self._refusals.append(f"t={t:g} {action.kind} refused: {why}")
         for action in staged.actions:
             self._apply(action, t)
+        self._free_before = None
         for j in plan.allocations:
             self._changed[j] = None
 
@@ -419,13 +428,33 @@ class Simulator:
         st.phase = Phase.RUNNING
         track.migrations += kind is ActionKind.MIGRATE
         track.resizes += kind is ActionKind.RESIZE
-        delay = self.costs.delay(kind)
+        delay = self._delay(action, track)
         if delay > 0:
             self._mechanism_gpu_s += delay * st.held_gpus
             self._set_rate(st, t, 0.0)
             self._push(t + delay, EventKind.ACTION_DONE, st.job_id, track.version)
         else:
             self._set_rate(st, t, self.perf.rate(st.spec, st.allocation))
+
+    def _delay(self, action: Action, track: _Track) -> float:
+        """Seconds without progress after ``action`` (one that gives the job GPUs)."""
+        k, track.allocations = track.allocations, track.allocations + 1
+        if self.measured_delays is not None:
+            got = self.measured_delays.get(action.job_id, ())
+            if k < len(got) and (d := got[k]) is not None:
+                return d
+        return self.costs.delay(action.kind) + self._stop_wait(action)
+
+    def _stop_wait(self, action: Action) -> float:
+        """``stop_s`` if ``action`` places its job on GPUs that were not free before this plan
+        (nor its own): they are freed by a job the plan stopped, which must exit first."""
+        free = self._free_before
+        if free is None:
+            return 0.0
+        own = dict(action.before.workers)
+        if any(n > free[node] + own.get(node, 0) for node, n in action.after.workers):
+            return self.costs.stop_s
+        return 0.0
 
     def _set_rate(self, st: JobStatus, t: float, rate: float) -> None:
         """Change a settled job's rate; schedule its completion if it now progresses."""

@@ -43,6 +43,7 @@ class SimConfig:
     seed: int = 0
     filters: Filters = field(default_factory=Filters)
     costs: CostModel | None = None  # overrides the format's model and ``restart_s`` entirely
+    costs_name: str = "given"  # what ``costs`` is (``summary.json``): "measured" (``--costs-from``)
     restart_s: float | None = None  # ``--restart-s``: see ``stint.sim.costs.for_format``
     elastic: bool = False
     decision_period_s: float | None = None
@@ -66,7 +67,7 @@ class SimConfig:
     def cost_model(self, trace: Trace) -> NamedCosts:
         """Given costs, else the model of the trace's format (by its header, not its name)."""
         if self.costs is not None:
-            return NamedCosts("given", self.costs)
+            return NamedCosts(self.costs_name, self.costs)
         return for_format(trace.format, self.restart_s)
 
 

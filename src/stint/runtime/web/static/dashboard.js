@@ -66,6 +66,16 @@ function relative(t, now) {
   return t >= now ? `in ${span(t - now)}` : `${span(now - t)} ago`;
 }
 
+// A waiting job's estimated start: never a time past (the controller estimates it again at
+// once), with its band when there is one.
+function startText(j, now) {
+  if (j.est_start_at === null) return "not within the forecast";
+  if (j.est_start_at < now) return "overdue, re-estimating";
+  const band = j.est_start_lo_at !== null && j.est_start_hi_at !== null
+    ? `, between ${clock(j.est_start_lo_at)} and ${clock(j.est_start_hi_at)}` : "";
+  return `${relative(j.est_start_at, now)} (${clock(j.est_start_at)}${band})`;
+}
+
 function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
@@ -182,8 +192,7 @@ function drawQueue(jobs, now) {
     el("td", { class: "position" }, j.queue_position ?? "-"), el("td", {}, jobLink(j), ` ${j.name}`),
     el("td", {}, j.user), el("td", {}, j.gpus), el("td", {}, j.tier), el("td", { class: "state" }, j.state),
     el("td", { class: "reason" }, j.reason),
-    el("td", { class: "est" }, j.est_start_at === null ? "not within the forecast"
-      : `${relative(j.est_start_at, now)} (${clock(j.est_start_at)})`))));
+    el("td", { class: "est" }, startText(j, now)))));
 }
 
 function drawJobs(jobs, now) {
@@ -314,7 +323,7 @@ function jobTick(jobId) {
         + `; last checkpoint ${progress.checkpoint_step === null ? "none" : "at step " + progress.checkpoint_step}`],
       ["queue position", job.queue_position ?? "-"],
       ["estimated start", HOLDING.has(job.state) ? `started ${relative(job.transitions.at(-1).at, now)}`
-        : !WAITING.has(job.state) ? "-" : job.est_start_at === null ? "not within the forecast" : `${relative(job.est_start_at, now)} (${clock(job.est_start_at)})`],
+        : !WAITING.has(job.state) ? "-" : startText(job, now)],
       ["estimated finish", job.est_finish_at === null ? "-" : `${relative(job.est_finish_at, now)} (${clock(job.est_finish_at)})`],
       ["decision", job.decision || "-"], ["pins", [job.pin_workers && `workers=${job.pin_workers}`, job.pin_node && `node=${job.pin_node}`].filter(Boolean).join(", ") || "-"]];
     document.getElementById("facts").replaceChildren(...facts.flatMap(([k, v]) =>
