@@ -43,6 +43,7 @@ from stint.model.limits import MAX_BATCH_SIZE, MAX_JOB_GPUS, MAX_TRACE_JOBS, abo
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
 from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
 from stint.perf.scaling import ScalingModel
+from stint.perf.types import GavelThroughputs, TypeSpeeds
 from stint.policies.base import PerfModel
 
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
@@ -56,6 +57,8 @@ JOB_MODELS = {
     "pollux-progress": "samples to the application's last epoch at the job's batch size, weighted "
     "by statistical efficiency (Pollux format, applications with validation tables)",
     "samples": "epochs x samples per epoch, whatever the batch size (Pollux format otherwise)",
+    "gavel-steps": "total_steps as seconds on the job's fastest accelerator type at its scale factor "
+    "(Gavel format; each type's speed from the throughput file)",
 }
 
 
@@ -72,6 +75,8 @@ class Trace:
     format: str  # "philly" or "pollux": what the file's header says, whatever its name
     job_model: str  # what a job's work means: see JOB_MODELS
     clock0_s: float = 0.0  # time of day (s after midnight) of trace time 0: Philly's first kept job
+    # Per (application, accelerator type) speeds the trace brings (Gavel's throughputs), or None.
+    speeds: TypeSpeeds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +127,7 @@ class TierMix:
 
 def load(
     spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False,
-    tiers: TierMix = TierMix(),
+    tiers: TierMix = TierMix(), throughputs: GavelThroughputs | None = None,
 ) -> Trace:
     """Load ``philly``, ``pollux:N`` (N = 1..8), ``philly-shaped:N[:GPUS]`` (generated:
     ``stint.sim.generate``) or a CSV path in either format (.csv or .csv.gz).
@@ -150,6 +155,8 @@ def load(
         if not path.is_file():
             raise TraceError(f"{spec}: no such trace file (or use 'philly' or 'pollux:N')")
     shipped = spec == "philly" or spec.startswith("pollux:")  # read whole: Philly's is not in arrival order
+    if not shipped and _first_line_is_gavel(path):
+        return _gavel(path, label, filters, seed, elastic, tiers, throughputs)
     with _open(path) as fh:
         reader = _Reader(fh, str(path))
         header = next(reader, None)
@@ -167,9 +174,54 @@ def load(
         else:
             raise TraceError(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
-                f"or {POLLUX_COLUMNS} (Pollux), either with an optional last column {EST_COLUMN!r}"
+                f"or {POLLUX_COLUMNS} (Pollux), either with an optional last column {EST_COLUMN!r}, "
+                "or a Gavel trace (ten tab-separated fields per line, no header)"
             )
     return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model, clock0)
+
+
+def _first_line_is_gavel(path: Path) -> bool:
+    from stint.sim.gavel_trace import is_gavel
+
+    try:
+        with _open(path) as fh:
+            first = fh.readline(1 << 16).decode("utf-8", "replace")
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        return False  # the CSV reader names what is wrong
+    return is_gavel(first)
+
+
+def _gavel(path: Path, label: str, filters: Filters, seed: int, elastic: bool, tiers: TierMix,
+           throughputs: GavelThroughputs | None) -> Trace:
+    """A Gavel trace (``stint.sim.gavel_trace``): arrivals from 0, Gavel's priority weights kept."""
+    from stint.sim.gavel_trace import gavel_rows
+
+    pick = _Pick(str(path), filters, stream=filters.limit is not None)
+    with _open(path) as fh:
+        rows = gavel_rows(_numbered(fh, str(path)), str(path), throughputs)
+        kept, _ = pick.rows(rows, from_first=False)
+    jobs = [spec for _t, _line, _vc, spec in kept]
+    filled = [replace(f, priority=j.priority) for f, j in zip(fill_missing(jobs, seed, elastic, tiers), jobs, strict=True)]
+    speeds = throughputs.speeds() if throughputs is not None else None
+    return Trace(label, filled, ScalingModel(), str(path), "gavel", "gavel-steps", 0.0, speeds)
+
+
+def _numbered(fh: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line; bad UTF-8 or a broken archive is a TraceError at its line."""
+    n = 0
+    it = iter(fh)
+    while True:
+        n += 1
+        try:
+            raw = next(it)
+        except StopIteration:
+            return
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise TraceError(f"{path}:{n}: not a readable archive ({exc})") from None
+        try:
+            yield n, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{path}:{n}: not UTF-8 text ({exc.reason})") from None
 
 
 def _open(path: Path) -> gzip.GzipFile | io.BufferedReader:
