@@ -44,7 +44,10 @@ def type_problem(cluster: Cluster, spec: JobSpec, alloc: Allocation) -> str:
 
 
 def masked(free: Sequence[int], cluster: Cluster, gpu_type: str) -> list[int]:
-    """``free`` with every node not of ``gpu_type`` showing 0 free GPUs."""
+    """``free`` with every node not of ``gpu_type`` showing 0 free GPUs (a copy of ``free`` on
+    an untyped cluster)."""
+    if not cluster.typed:
+        return list(free)
     out = [0] * len(free)
     for i in cluster.nodes_of(gpu_type):
         out[i] = free[i]
@@ -66,10 +69,11 @@ def type_order(cluster: Cluster, spec: JobSpec, free: Sequence[int], current: st
 
 def packed_on(cluster: Cluster, gpu_type: str, workers: int, gpus_per_worker: int = 1) -> Allocation:
     """``workers`` packed on the fewest nodes of ``gpu_type`` (every node taken as empty, in index
-    order; what a job alone on that type would get). EMPTY if the type cannot hold them."""
+    order; what a job alone on that type would get; any node on an untyped cluster). EMPTY if
+    the type cannot hold them."""
     out: dict[int, int] = {}
     left = workers
-    for i in cluster.nodes_of(gpu_type):
+    for i in cluster.nodes_of(gpu_type) if cluster.typed else range(cluster.num_nodes):
         if not left:
             break
         k = min(left, int(cluster.nodes[i].capacity.gpu) // max(gpus_per_worker, 1))
