@@ -3,7 +3,8 @@
 A job whose target is the type and count it holds keeps its nodes; the others are placed, largest
 first, consolidated on the free GPUs of their target type (every other type's nodes masked out)
 once the kept jobs are charged; one that does not fit there (fragmentation) tries the smaller
-counts it can run on, on that type, and else waits. Jobs without a target are preempted.
+counts it can run on, on that type (unless it is a running job moving to another type: a resize
+keeps the type), and else waits. Jobs without a target are preempted.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def place_targets(view: ClusterView, jobs: Sequence[JobStatus], targets: Mapping
         t, n = targets[st.job_id]
         gpw = st.spec.gpus_per_worker
         room = masked(free, cluster, t)
+        held = target_of(cluster, st)
         for count in reversed(st.spec.feasible_counts()):
-            if count > n:
-                continue
+            if count > n or (held is not None and held[0] != t and count != n):
+                continue  # (a running job changes type only at its count: resizes keep the type)
             got = consolidated(room, count, gpw)
             if got is not None:
                 final[st.job_id] = Allocation.of(got)

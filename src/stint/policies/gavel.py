@@ -14,7 +14,9 @@
    by the jobs: ``sum_t T[j, t] * min(1, G / sum_k n_k) * G_t / G``) and ``w_j`` its priority
    weight. As the max-min optimum leaves non-bottleneck jobs' shares undetermined, a second LP
    keeps the minimum (to 1e-6) and maximises the total normalised throughput.
-3. Rounds (``tick_s``, 360 s as the paper's rounds): each (job, type) has the priority
+3. Rounds (``tick_s``, 360 s as the paper's rounds; an arrival or completion within a round
+   only fills what is free, running jobs keep their type until the round ends): each (job,
+   type) has the priority
    ``X[j, t] / f[j, t]``, with ``f`` the share of its time in the system it has run on t
    (infinite before it has run there); pairs are taken in priority order, each job placed on at
    most one type while that type has room (a job that stays on its type keeps its nodes).
@@ -29,7 +31,14 @@ import math
 import numpy as np
 
 from stint.model.allocation import Plan
-from stint.policies._typed_targets import Target, capacity, place_targets, rate_on, target_of, type_gpus
+from stint.policies._typed_targets import (
+    Target,
+    capacity,
+    place_targets,
+    rate_on,
+    target_of,
+    type_gpus,
+)
 from stint.policies.base import ClusterView, JobStatus
 from stint.policies.registry import register
 from stint.policies.typed import TypeAware
@@ -47,11 +56,16 @@ class Gavel(TypeAware):
         self._received: dict[str, dict[str, float]] = {}  # job -> type -> seconds run there
         self._last: float | None = None
         self._history: int | None = None
+        self._round_end = -math.inf  # a new round's assignment is due from here on
 
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:
             self._history, self._received, self._last = view.history, {}, None
+            self._round_end = -math.inf
         self._account(view)
+        new_round = view.now >= self._round_end - 1e-9
+        if new_round and self.tick_s:
+            self._round_end = view.now + self.tick_s
         jobs = list(view.jobs)
         if not jobs:
             return Plan()
@@ -73,7 +87,7 @@ class Gavel(TypeAware):
                                                  dtype=float),
                            np.array([gpus[t] for t in types], dtype=float),
                            np.array([max(st.spec.priority, 1e-9) for st in sub]))
-        targets = self._rounds(view, sub, X, T[runnable], types, gpus)
+        targets = self._rounds(view, sub, X, T[runnable], types, gpus, new_round)
         placed = place_targets(view, sub, targets)
         placed.reject.update(plan.reject)
         return placed
@@ -96,8 +110,10 @@ class Gavel(TypeAware):
                 self._received.pop(jid, None)
 
     def _rounds(self, view: ClusterView, jobs: list[JobStatus], X: np.ndarray, T: np.ndarray,
-                types: list[str], gpus: dict[str, int]) -> dict[str, Target]:
-        """Each job's type for this round by priority ``X / f`` (module docstring, 3)."""
+                types: list[str], gpus: dict[str, int], new_round: bool) -> dict[str, Target]:
+        """Each job's type for this round by priority ``X / f`` (module docstring, 3). Within a
+        round (an arrival or a completion before its end) running jobs keep their type and the
+        waiting ones share what is free, in the same order."""
         pairs: list[tuple[float, float, float, str, int, int]] = []
         for j, st in enumerate(jobs):
             age = max(view.now - st.spec.arrival_s, 1.0)
@@ -111,6 +127,12 @@ class Gavel(TypeAware):
         pairs.sort()
         left = dict(gpus)
         targets: dict[str, Target] = {}
+        if not new_round:
+            for st in jobs:
+                held = target_of(view.cluster, st)
+                if held is not None:
+                    targets[st.job_id] = held
+                    left[held[0]] -= held[1] * st.spec.gpus_per_worker
         for wanted in (True, False):  # the LP's pairs first, then the leftover capacity
             for _, negx, _, jid, j, k in pairs:
                 if jid in targets or (wanted and -negx <= 1e-9):
