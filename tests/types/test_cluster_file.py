@@ -26,8 +26,8 @@ def test_groups_become_typed_nodes_named_per_type() -> None:
 
 @pytest.mark.parametrize(("text", "where", "what"), [
     ('[[group]]\ngpu_type = "a"\nnodes = 0\ngpus_per_node = 4\n', "c.toml:3:", "nodes must be a whole number >= 1"),
-    ('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\n\n[[group]]\ngpu_type = "b"\nnodes = 1\n'
-     'gpus = 4\n', "c.toml:9:", "group 2: unknown key 'gpus'"),
+    (('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\n\n[[group]]\ngpu_type = "b"\nnodes = 1\n'
+      'gpus = 4\n'), "c.toml:9:", "group 2: unknown key 'gpus'"),
     ('[[group]]\nnodes = 1\ngpus_per_node = 4\n', "c.toml:1:", "group 1: missing 'gpu_type'"),
     ('[[group]]\ngpu_type = "a b"\nnodes = 1\ngpus_per_node = 4\n', "c.toml:2:", "gpu_type must be a name"),
     ('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\nspeed = -1\n', "c.toml:5:", "speed must be a positive"),
