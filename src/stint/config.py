@@ -20,6 +20,7 @@ nodes = 2
 gpus_per_node = 2
 network = "auto"              # local jobs' network: "private" (a namespace per attempt: its
                               # loopback only), "host", or "auto" (private when run as root)
+# cluster = "cluster.toml"    # local: typed virtual nodes from a cluster file (instead of nodes)
 
 [controller]
 tick_s = 0.5                  # seconds between reconcile steps
@@ -154,6 +155,7 @@ class ExecutorConfig:
     gpus_per_node: int = 2  # local: slots per node
     ray_address: str | None = None  # ray: the cluster (None: $RAY_ADDRESS)
     network: str = "auto"  # local: "private", "host", or "auto" (private when run as root)
+    cluster: Path | None = None  # local: a cluster file of typed virtual nodes (``--cluster``)
 
     def network_for(self, root: bool) -> str:
         """The local executor's network: "auto" is "private" for a control plane run as root
@@ -243,7 +245,7 @@ class ServeConfig:
 _TABLES: dict[str, set[str]] = {
     "server": {"host", "port", "log_level"},
     "store": {"data_dir", "db", "jobs_dir"},
-    "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network"},
+    "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network", "cluster"},
     "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain",
                    "hang_s", "retry_backoff_s", "retry_backoff_max_s"},
     "policy": {"name", "options"},
@@ -277,7 +279,8 @@ def load(path: Path) -> ServeConfig:
                                 ex.integer("nodes", d.executor.nodes),
                                 ex.integer("gpus_per_node", d.executor.gpus_per_node),
                                 ex.opt_text("ray_address"),
-                                ex.text("network", d.executor.network)),
+                                ex.text("network", d.executor.network),
+                                ex.path("cluster")),
         controller=ControlConfig(ctl.number("tick_s", d.controller.tick_s),
                                  ctl.number("grace_s", d.controller.grace_s),
                                  ctl.integer("max_retries", d.controller.max_retries),
@@ -362,7 +365,8 @@ def dump(cfg: ServeConfig) -> str:
            "", "[store]", *_kv(data_dir=st.data_dir, db=st.db,
                                jobs_dir=st.jobs_root() if st.data_dir else st.jobs_dir),
            "", "[executor]", *_kv(kind=ex.kind, nodes=ex.nodes, gpus_per_node=ex.gpus_per_node,
-                                  ray_address=ex.ray_address, network=ex.network),
+                                  ray_address=ex.ray_address, network=ex.network,
+                                  cluster=ex.cluster),
            "", "[controller]", *_kv(tick_s=ctl.tick_s, grace_s=ctl.grace_s,
                                     max_retries=ctl.max_retries, slow_step_s=ctl.slow_step_s,
                                     stuck_step_s=ctl.stuck_step_s, drain=ctl.drain,
@@ -633,7 +637,7 @@ def _toml(value: object) -> str:
                          for c in text) + '"'
 
 
-_UNSET = {"file": "one cluster, [executor]", "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
+_UNSET = {"file": "one cluster, [executor]", "cluster": "nodes x gpus_per_node, untyped", "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
           "max_gpus": "no limit but the cluster's size"}
 
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from stint.model.allocation import Plan
 from stint.model.cluster import Cluster
+from stint.perf.model import PerfModel
 from stint.placement.ledger import Ledger, Refusal
-from stint.policies.base import ClusterView, JobStatus, PerfModel, Policy
+from stint.policies.base import ClusterView, JobStatus, Policy
 
 _EPS = 1e-9  # slots: a boundary computed as k x tick_s is boundary k, whatever its rounding
 

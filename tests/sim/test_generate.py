@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stint.sim.traces import Filters, TraceError, load, philly_shaped, scale_load
+from stint.sim.trace_fields import TraceError
+from stint.sim.traces import Filters, load, philly_shaped, scale_load
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from stint.model import limits as lim
 from stint.model.fleet import FleetError, parse_fleet
 from stint.sim import cli
 from stint.sim.sweep import SweepConfig
-from stint.sim.traces import Filters, TraceError, _Pick, load, parse_shaped
+from stint.sim.trace_fields import TraceError
+from stint.sim.traces import Filters, _Pick, load, parse_shaped
 
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"

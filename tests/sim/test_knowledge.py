@@ -17,7 +17,8 @@ from stint.policies.knowledge import DEFAULT_S, Knowledge, Mode, Source, known_t
 from stint.policies.singularity_table import known_left
 from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
-from stint.sim.traces import TraceError, load
+from stint.sim.trace_fields import TraceError
+from stint.sim.traces import load
 
 
 def job(jid, arrival, seconds, est=None, user="u", gpus=1):

@@ -4,7 +4,8 @@ import gzip
 
 import pytest
 
-from stint.sim.traces import Filters, TraceError, load
+from stint.sim.trace_fields import TraceError
+from stint.sim.traces import Filters, load
 
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"

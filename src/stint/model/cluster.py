@@ -2,25 +2,59 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stint.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A machine. ``role`` is "worker" (hosts workers) or "ps" (hosts parameter servers) or "any"."""
+    """A machine. ``role`` is "worker" (hosts workers) or "ps" (hosts parameter servers) or "any".
+    ``gpu_type`` names its accelerators (``a100``, ``v100``, any name); "" is an untyped node."""
 
     name: str
     capacity: Resources
     role: str = "any"
+    gpu_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """An ordered set of nodes. Allocations refer to nodes by their index in ``nodes``."""
+    """An ordered set of nodes. Allocations refer to nodes by their index in ``nodes``.
+
+    A cluster is *typed* when its nodes name their accelerator type (every node then does): a job
+    runs on one type at a time (``placement.types``). ``types`` are the types in node order;
+    ``nodes_of(t)`` the indices of type ``t``'s nodes, ascending."""
 
     nodes: tuple[Node, ...]
+    types: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _of_type: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        named = [n.gpu_type for n in self.nodes]
+        if any(named) and not all(named):
+            blank = next(n.name for n in self.nodes if not n.gpu_type)
+            raise ValueError(f"node {blank!r} has no gpu_type: in a typed cluster every node names its type")
+        of: dict[str, list[int]] = {}
+        for i, t in enumerate(named):
+            if t:
+                of.setdefault(t, []).append(i)
+        object.__setattr__(self, "types", tuple(of))
+        object.__setattr__(self, "_of_type", {t: tuple(v) for t, v in of.items()})
+
+    @property
+    def typed(self) -> bool:
+        return bool(self.types)
+
+    def nodes_of(self, gpu_type: str) -> tuple[int, ...]:
+        """Indices of the nodes of ``gpu_type`` (empty for a type the cluster lacks)."""
+        return self._of_type.get(gpu_type, ())
+
+    def type_of(self, node: int) -> str:
+        return self.nodes[node].gpu_type
+
+    def gpus_of(self, gpu_type: str) -> int:
+        return int(sum(self.nodes[i].capacity.gpu for i in self.nodes_of(gpu_type)))
 
     @staticmethod
     def uniform(

@@ -54,6 +54,9 @@ class JobSpec:
     # The run time the user declared at requested_workers (a trace's ``est_s`` column,
     # ``stint submit --est-s``): what a policy may know of the job's length (``policies.knowledge``).
     est_s: float | None = None
+    # The accelerator types the job may run on (``stint submit --gpu-type a100,v100``); empty:
+    # any. On a typed cluster it runs on one of them at a time (``placement.types``).
+    gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -77,6 +80,10 @@ class JobSpec:
                 f"min_workers..max_workers ({self.min_workers}..{self.max_workers}) and include "
                 f"requested_workers ({self.requested_workers})"
             )
+
+    def allows_type(self, gpu_type: str) -> bool:
+        """True if the job may run on accelerators of ``gpu_type`` (always, without a list)."""
+        return not self.gpu_types or gpu_type in self.gpu_types
 
     @property
     def gpus_per_worker(self) -> int:

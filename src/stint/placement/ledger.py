@@ -19,6 +19,7 @@ from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.resources import RESOURCE_NAMES
 from stint.placement.free_index import FreeIndex
+from stint.placement.types import type_problem
 
 _EPS = 1e-9
 
@@ -28,9 +29,11 @@ class Refusal:
     """Why an allocation was not carried out: job, node, resource and by how much it fell short.
 
     ``resource`` is one of ``RESOURCE_NAMES``; or "node" when the node does not exist or is
-    down, "workers" when the job cannot run on that many workers, "displaced" when another refusal
-    in the same plan left no room, "unknown" when the plan named a job the policy was not shown
-    (then ``node`` is -1 and ``detail`` says the rest).
+    down, "workers" when the job cannot run on that many workers, "type" when its nodes mix
+    accelerator types or are of a type the job may not run on (``placement.types``; then ``node``
+    is the first worker node), "displaced" when another refusal in the same plan left no room,
+    "unknown" when the plan named a job the policy was not shown (then ``node`` is -1 and
+    ``detail`` says the rest).
     """
 
     job_id: str
@@ -42,7 +45,7 @@ class Refusal:
     def __str__(self) -> str:
         if self.resource == "node":
             return f"job {self.job_id}: node {self.node} {self.detail}"
-        if self.resource in ("workers", "displaced", "unknown"):
+        if self.resource in ("workers", "displaced", "type", "unknown"):
             return f"job {self.job_id}: {self.resource}: {self.detail}"
         return (f"job {self.job_id}: node {self.node} short of {self.resource} by "
                 f"{self.short_by:g}" + (f" ({self.detail})" if self.detail else ""))
@@ -60,6 +63,8 @@ class Ledger:
         self.by_free = FreeIndex(self.free_gpus, max(self.free_gpus, default=0))
         self.down: set[int] = set()
         self.used_gpus = 0  # GPUs held by allocations, over all nodes
+        # On a typed cluster, GPUs held per accelerator type (``used_by_type``), kept with it.
+        self.used_by_type: dict[str, int] = dict.fromkeys(cluster.types, 0)
 
     def copy(self) -> Ledger:
         other = Ledger.__new__(Ledger)
@@ -69,12 +74,16 @@ class Ledger:
         other.by_free = self.by_free.copy()
         other.down = set(self.down)
         other.used_gpus = self.used_gpus
+        other.used_by_type = dict(self.used_by_type)
         return other
 
     # -- checks --------------------------------------------------------------------------------
     def shortfall(self, spec: JobSpec, alloc: Allocation) -> Refusal | None:
         """The first reason ``alloc`` of ``spec`` does not fit now, or None if it fits."""
         n = len(self.free)
+        if (self.cluster.typed and alloc and all(0 <= node < n for node, _ in alloc.workers)
+                and (why := type_problem(self.cluster, spec, alloc))):
+                return Refusal(spec.job_id, alloc.workers[0][0], "type", 0.0, why)
         need: dict[int, list[float]] = {}
         for counts, demand in _parts(spec, alloc):
             for node, k in counts:
@@ -125,6 +134,9 @@ class Ledger:
                         free[r] += sign * k * demand[r]
                 gpus = int(k * demand[0])
                 self.used_gpus -= int(sign) * gpus
+                if self.used_by_type and gpus:
+                    t = self.cluster.nodes[node].gpu_type
+                    self.used_by_type[t] -= int(sign) * gpus
                 self._refresh_gpus(node)
 
     def _refresh_gpus(self, node: int) -> None:

@@ -14,6 +14,7 @@ from typing import Protocol
 from stint.model.allocation import EMPTY, Allocation, Plan, Wait, WaitCode
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.perf.model import PerfModel
 from stint.placement.free_index import FreeIndex
 from stint.policies.knowledge import known_total
 
@@ -105,12 +106,6 @@ class JobStatus:
     def known_remaining_at(self, now: float) -> float:
         """Remaining work as the policy may know it at ``now``."""
         return self.known_total_at(now) - self.work_done_at(now)
-
-
-class PerfModel(Protocol):
-    """How fast a job trains on an allocation, in its work units per second."""
-
-    def rate(self, spec: JobSpec, allocation: Allocation) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

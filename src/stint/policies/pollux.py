@@ -30,8 +30,9 @@ import numpy as np
 
 from stint.model.allocation import Plan
 from stint.model.job import JobSpec
+from stint.perf.model import PerfModel
 from stint.placement.packing import packed
-from stint.policies.base import ClusterView, JobStatus, PerfModel, PolicyBase
+from stint.policies.base import ClusterView, JobStatus, PolicyBase
 from stint.policies.optimus import _place_targets
 from stint.policies.registry import register
 

@@ -536,7 +536,7 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
                   logical_ranks=body.logical_ranks, os_user=os_user, cwd=body.cwd,
                   env=dict(body.env), memory_max=body.memory_max, pids_max=body.pids_max,
                   time_limit_s=body.time_limit_s, hang_s=body.hang_s,
-                  max_retries=body.max_retries)
+                  max_retries=body.max_retries, gpu_types=tuple(dict.fromkeys(body.gpu_types)))
 
 
 def _nodes(store: Store, who: Caller) -> list[NodeOut]:
@@ -553,7 +553,8 @@ def _nodes(store: Store, who: Caller) -> list[NodeOut]:
                 jobs.setdefault(key, []).append(job.id)
     return [NodeOut(name=n.name, gpus=n.gpus, used=used[(n.cluster, n.position)],
                     free=n.gpus - used[(n.cluster, n.position)], state=n.state,
-                    jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region)
+                    jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region,
+                    gpu_type=n.gpu_type)
             for n in rows]
 
 

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_state
 
 from stint.model.job import JobSpec
-from stint.policies.base import JobStatus, PerfModel
+from stint.perf.model import PerfModel
+from stint.policies.base import JobStatus
 from stint.runtime.states import TERMINAL
 from stint.runtime.tables import Job, Override, User
 from stint.runtime.view import spec_of, status_of

@@ -85,6 +85,9 @@ def serve(
                                               "[default: 2].")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="Local executor: slots per node "
                                                       "[default: 2].")] = None,
+    cluster: Annotated[Path | None, typer.Option(help="Local executor: a cluster file of typed "
+                                                 "virtual nodes (docs/simulator.md, Accelerator "
+                                                 "types) instead of --nodes/--gpus-per-node.")] = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between reconcile steps "
                                                "[default: 0.5].")] = None,
     grace: Annotated[float | None, typer.Option(help="Seconds a job has to checkpoint before "
@@ -131,7 +134,7 @@ def serve(
         server=_given(host=host, port=port, log_level=log_level and log_level.lower()),
         store=_given(data_dir=data_dir, db=db, jobs_dir=jobs_dir),
         executor=_given(kind=executor, nodes=nodes, gpus_per_node=gpus_per_node,
-                        ray_address=ray_address),
+                        ray_address=ray_address, cluster=cluster and cluster.resolve()),
         controller=_given(tick_s=tick, grace_s=grace, max_retries=max_retries,
                           slow_step_s=slow_step, drain=drain),
         limits=_given(max_jobs=max_jobs_per_user, max_gpus=max_gpus_per_user,
@@ -167,7 +170,8 @@ def _given(**values: Any) -> dict[str, Any]:
 # The flag that sets each config key (an error in a value a flag gave names the flag).
 _FLAG_OF = {"server.host": "--host", "server.port": "--port", "server.log_level": "--log-level",
             "executor.kind": "--executor", "executor.nodes": "--nodes",
-            "executor.gpus_per_node": "--gpus-per-node", "controller.tick_s": "--tick",
+            "executor.gpus_per_node": "--gpus-per-node", "executor.cluster": "--cluster",
+            "controller.tick_s": "--tick",
             "controller.grace_s": "--grace", "controller.max_retries": "--max-retries",
             "controller.slow_step_s": "--slow-step", "limits.max_jobs": "--max-jobs-per-user",
             "limits.max_gpus": "--max-gpus-per-user",
@@ -272,6 +276,9 @@ def submit(
                                             "the job would fit (infeasible, fits now, needs "
                                             "preemption, waits), when it would start and "
                                             "finish, and which jobs it would delay.")] = False,
+    gpu_type: Annotated[str | None, typer.Option(help="Accelerator types the job may run on, "
+                                                 "comma-separated, e.g. a100,v100 (default: "
+                                                 "any); it runs on one at a time.")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -289,7 +296,8 @@ def submit(
         "max_gpus": max_gpus, "tier": tier, "priority": priority, "deadline_s": deadline,
         "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
-        "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries}
+        "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries,
+        "gpu_types": [t.strip() for t in gpu_type.split(",") if t.strip()] if gpu_type else None}
     if test_only:
         if array is not None:
             _fail(ValueError("--test-only takes a single job, not --array"))
@@ -649,9 +657,9 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
-    _table(["NODE", "CLUSTER", "REGION", "GPUS", "USED", "FREE", "STATE", "JOBS"],
-           [[r["name"], r["cluster"] or "-", r["region"] or "-", r["gpus"], r["used"], r["free"],
-             r["state"], ",".join(map(str, r["jobs"]))] for r in rows])
+    _table(["NODE", "CLUSTER", "REGION", "TYPE", "GPUS", "USED", "FREE", "STATE", "JOBS"],
+           [[r["name"], r["cluster"] or "-", r["region"] or "-", r.get("gpu_type") or "-", r["gpus"],
+             r["used"], r["free"], r["state"], ",".join(map(str, r["jobs"]))] for r in rows])
 
 
 ListenOpt = Annotated[str, typer.Option(help="HOST:PORT to listen on.")]

@@ -51,10 +51,13 @@ from sqlalchemy.orm import Session
 from stint.config import Limits, UserLimits
 from stint.mechanism import known_plan, tick_passed, view_of
 from stint.model.allocation import Allocation, Plan
+from stint.perf.model import PerfModel
 from stint.perf.scaling import ScalingModel
+from stint.perf.types import TypedPerf, TypeSpeeds
 from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import JobStatus, Policy, unexplained_wait
+from stint.policies.typed import wrap
 from stint.reconcile import Action, ActionKind, classify, stage
 from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
@@ -149,6 +152,8 @@ class ControllerConfig:
     forecast_policy: Callable[[], Policy] | None = None
     forecast_s: float = 10.0
     forecast_max_jobs: int = 1000
+    # On a typed cluster: each job's speed per accelerator type (``stint serve --cluster``'s file)
+    type_speeds: TypeSpeeds = field(default_factory=TypeSpeeds)
     slow_step_s: float = 1.0  # a step slower than this is logged as a warning
     multi_user: bool = False  # jobs run as their owners' accounts: each launch checks the account
     hang_s: float = 600.0  # a job's hang timeout unless it gives its own (0: off)
@@ -174,11 +179,16 @@ class Controller:
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.metrics = metrics
         self.member = member
-        nodes = [(n.name, n.slots) for n in executor.nodes()]
-        store.set_nodes(nodes, member, region)
-        self.cluster = cluster_of(nodes)
+        infos = executor.nodes()
+        nodes = [(n.name, n.slots) for n in infos]
+        types = [n.gpu_type for n in infos] if any(n.gpu_type for n in infos) else []
+        store.set_nodes(nodes, member, region, types)
+        self.cluster = cluster_of(nodes, types)
+        self.policy = wrap(policy, self.cluster)  # on a typed cluster: kept to one type per job
         self.capacity = self.cluster.gpu_capacities()
-        self.perf = ScalingModel()  # linear in workers, relative to the request
+        self.perf: PerfModel = ScalingModel()  # linear in workers, relative to the request
+        if self.cluster.typed:  # times each job's speed on its type
+            self.perf = TypedPerf(self.perf, self.cluster, config.type_speeds)
         self.epoch = store.epoch(time.time())  # the store's clock: policy time is now - epoch
         self.cache = JobCache(self.epoch, self.perf, member=member or None)
         self.refused = 0  # actions refused since start (also logged)
@@ -817,9 +827,12 @@ class Controller:
         costs = fitted.costs if fitted is not None else None
         if costs is not None:
             statuses = [self._launch_left(jobs[int(st.job_id)], st, costs, now) for st in statuses]
-        est = forecast(self.cluster, statuses, make(), self.perf, t, costs)
+        def typed() -> Policy:  # the forecast's policy: kept to the type rules, as the live one
+            return wrap(make(), self.cluster)
+
+        est = forecast(self.cluster, statuses, typed(), self.perf, t, costs)
         waiting = [st for st in statuses if not st.allocation]
-        bands = band(self.cluster, statuses, make, self.perf, t, fitted, est) \
+        bands = band(self.cluster, statuses, typed, self.perf, t, fitted, est) \
             if waiting and len(statuses) <= BAND_MAX_JOBS else {}
         place = queue_positions([(st.job_id, est[st.job_id].order) for st in waiting])
         starts = [e.start_s for st in waiting if (e := est[st.job_id]).start_s is not None

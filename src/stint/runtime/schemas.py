@@ -42,6 +42,9 @@ def _size(strings: list[str]) -> int:
     return sum(len(x.encode("utf-8")) + 1 for x in strings)
 
 
+GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # an accelerator type's name (cluster files' too)
+
+
 class JobIn(BaseModel):
     """A job submission: ``gpus`` workers of one GPU each (default: ``max_gpus``, else 1);
     ``min_gpus``..``max_gpus`` bound elastic resizing (both default to ``gpus``); ``deadline_s``
@@ -75,6 +78,8 @@ class JobIn(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0.0, le=1e9, allow_inf_nan=False)
     hang_s: float | None = Field(default=None, ge=0.0, le=1e9, allow_inf_nan=False)
     max_retries: int | None = Field(default=None, ge=0, le=1000)
+    # The accelerator types it may run on (``stint submit --gpu-type a100,v100``; empty: any).
+    gpu_types: list[Annotated[str, Field(pattern=GPU_TYPE)]] = Field(default_factory=list, max_length=16)
 
     @field_validator("command")
     @classmethod
@@ -289,6 +294,7 @@ class JobOut(BaseModel):
     # A task of a job array: the array's id (its first task's job id) and the task's index
     array_id: int | None = None
     array_index: int | None = None
+    gpu_types: list[str] = Field(default_factory=list)  # the types it may run on (empty: any)
 
     @staticmethod
     def of(job: Job, user: str, node_names: list[str], now: float | None = None,
@@ -323,6 +329,7 @@ class JobOut(BaseModel):
             time_limit_s=job.time_limit_s, hang_s=job.hang_s, max_retries=job.max_retries,
             run_s=job.run_s or 0.0, retry_at=job.retry_at, array_id=job.array_id,
             array_index=job.array_index,
+            gpu_types=[t for t in (job.gpu_types or "").split(",") if t],
         )
 
 
@@ -364,6 +371,7 @@ class NodeOut(BaseModel):
     jobs: list[int]
     cluster: str = ""  # in a fleet (else "")
     region: str = ""
+    gpu_type: str = ""  # its accelerators' type ("": untyped)
 
 
 def live_attainment(job: Job, now: float) -> float | None:

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +22,7 @@ from stint.policies.base import Policy
 from stint.policies.registry import make_with_options
 from stint.runtime.api import Who, must_be_admin
 from stint.runtime.controller import Controller, ControllerConfig
-from stint.runtime.executor.base import TERM_GRACE_S, Executor
+from stint.runtime.executor.base import TERM_GRACE_S, Executor, NodeInfo
 from stint.runtime.executor.make import make_executor
 from stint.runtime.executor.shim import jobs_root
 from stint.runtime.listen import listen
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from stint.model.fleet import Fleet
+    from stint.perf.types import TypeSpeeds
     from stint.policies.fleet.base import GlobalPolicy
 
 log = logging.getLogger("stint.serve")
@@ -135,13 +136,37 @@ def controller_config(cfg: ServeConfig, jobs_dir: Path,
 def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
                  metrics: Metrics) -> Plane:
     ex = cfg.executor
+    typed = typed_nodes(cfg)
     executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node,
-                             ex.ray_address, network=job_network(cfg))
+                             ex.ray_address, network=job_network(cfg),
+                             node_list=typed[0] if typed else ())
     name, options = cfg.policy_name(), cfg.policy_options()
-    controller = Controller(store, executor, policy, controller_config(
-        cfg, cfg.store.jobs_root(), lambda: make_with_options(name, options)), metrics)
+    ctl = controller_config(cfg, cfg.store.jobs_root(), lambda: make_with_options(name, options))
+    if typed:
+        ctl = replace(ctl, type_speeds=typed[1])
+    controller = Controller(store, executor, policy, ctl, metrics)
     store.keep_clusters([""])
     return Plane(controller, [executor])
+
+
+def typed_nodes(cfg: ServeConfig) -> tuple[list[NodeInfo], TypeSpeeds] | None:
+    """The local executor's typed virtual nodes and speeds from ``[executor] cluster`` (None
+    without one); a bad file is a ``StartupError`` naming the file and line."""
+    ex = cfg.executor
+    if ex.cluster is None:
+        return None
+    if ex.kind != "local":
+        raise StartupError(f"--cluster gives a local executor's virtual nodes; executor {ex.kind!r} "
+                           "has nodes of its own")
+    from stint.model.cluster_file import ClusterFileError
+    from stint.sim.cluster_input import read_cluster
+
+    try:
+        typed = read_cluster(ex.cluster)
+    except ClusterFileError as exc:
+        raise StartupError(str(exc)) from None
+    nodes = [NodeInfo(n.name, int(n.capacity.gpu), n.gpu_type) for n in typed.cluster.nodes]
+    return nodes, typed.speeds
 
 
 def load_fleet(cfg: ServeConfig) -> tuple[Fleet, GlobalPolicy] | None:

@@ -178,6 +178,7 @@ class NewJob:
     time_limit_s: float | None = None
     hang_s: float | None = None
     max_retries: int | None = None
+    gpu_types: tuple[str, ...] = ()  # the accelerator types it may run on (empty: any)
 
 
 class Store:
@@ -398,19 +399,22 @@ class Store:
 
     # -- nodes -----------------------------------------------------------------------------
     def set_nodes(self, nodes: Sequence[tuple[str, int]], cluster: str = "",
-                  region: str = "") -> None:
-        """Record a cluster's nodes (name, GPUs) in order; forget its nodes no longer present.
-        In a fleet each cluster records its own, named ``CLUSTER/NODE``."""
+                  region: str = "", types: Sequence[str] = ()) -> None:
+        """Record a cluster's nodes (name, GPUs) in order, with their accelerator ``types``
+        (none: untyped); forget its nodes no longer present. In a fleet each cluster records
+        its own, named ``CLUSTER/NODE``."""
         prefix = f"{cluster}/" if cluster else ""
         with self.session() as s:
             known = {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.cluster == cluster))}
             for i, (name, gpus) in enumerate(nodes):
                 row = known.pop(prefix + name, None)
+                kind = types[i] if i < len(types) else ""
                 if row is None:
                     s.add(NodeRow(name=prefix + name, position=i, gpus=gpus, state="ready",
-                                  cluster=cluster, region=region))
+                                  cluster=cluster, region=region, gpu_type=kind))
                 else:
                     row.position, row.gpus, row.state, row.region = i, gpus, "ready", region
+                    row.gpu_type = kind
             for row in known.values():
                 s.delete(row)
 
@@ -623,6 +627,7 @@ def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
         "cwd": spec.cwd, "env": json.dumps(spec.env), "memory_max": spec.memory_max,
         "pids_max": spec.pids_max, "time_limit_s": spec.time_limit_s, "hang_s": spec.hang_s,
         "max_retries": spec.max_retries, "run_s": 0.0, "refusals": 0,
+        "gpu_types": ",".join(spec.gpu_types),
     }
 
 

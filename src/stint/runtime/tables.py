@@ -53,6 +53,7 @@ class NodeRow(Base):
     # ``position`` is then its index within its cluster, and ``name`` is ``CLUSTER/NODE``.
     cluster: Mapped[str] = mapped_column(String(64), default="", server_default="")
     region: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    gpu_type: Mapped[str] = mapped_column(String(64), default="", server_default="")  # "" untyped
 
 
 class Job(Base):
@@ -155,6 +156,8 @@ class Job(Base):
     array_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     array_parallel: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The accelerator types it may run on, comma-separated ("": any; ``stint submit --gpu-type``).
+    gpu_types: Mapped[str] = mapped_column(String(1100), default="", server_default="")
 
 
 class Transition(Base):

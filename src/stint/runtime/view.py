@@ -9,7 +9,7 @@ the same lazy progress as the simulator's, read through ``work_done_at``/``attai
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stint.model.allocation import EMPTY, Allocation
@@ -17,7 +17,8 @@ from stint.model.cluster import Cluster, Node
 from stint.model.job import JobSpec, Tier, divisor_counts
 from stint.model.resources import Resources
 from stint.model.utility import ConstantUtility, DeadlineUtility, Utility
-from stint.policies.base import JobStatus, PerfModel, Phase
+from stint.perf.model import PerfModel
+from stint.policies.base import JobStatus, Phase
 from stint.runtime.states import HOLDING
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job
@@ -26,8 +27,11 @@ from stint.runtime.tables import Job
 LIVE_DEFAULT_WORK_S = 600.0
 
 
-def cluster_of(nodes: list[tuple[str, int]]) -> Cluster:
-    return Cluster(tuple(Node(name, Resources(gpu=gpus)) for name, gpus in nodes))
+def cluster_of(nodes: list[tuple[str, int]], types: Sequence[str] = ()) -> Cluster:
+    """The cluster of ``nodes`` (name, GPUs), typed by ``types`` (one per node) when given."""
+    kinds = list(types) or [""] * len(nodes)
+    return Cluster(tuple(Node(name, Resources(gpu=gpus), gpu_type=t)
+                         for (name, gpus), t in zip(nodes, kinds, strict=True)))
 
 
 _TIERS = {str(t): t for t in Tier}  # Tier(value) is slow enough to matter for 10,000 jobs
@@ -72,6 +76,7 @@ def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
         user=user,
         duration_s=est,
         worker_counts=worker_counts(gpus, low, high, d["logical_ranks"]),
+        gpu_types=tuple(t for t in (d.get("gpu_types") or "").split(",") if t),
     )
 
 

@@ -18,6 +18,7 @@ from stint.sim.traces import Filters
 if TYPE_CHECKING:
     import typer
 
+    from stint.model.cluster import Cluster
     from stint.report.html import Timeline
     from stint.sim.costs import CostModel
     from stint.sim.fleet_run import FleetConfig
@@ -56,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     a("--policy-opt", action="append", metavar="KEY=VALUE",
       help="A policy parameter (POLICY.KEY=VALUE for one of several); repeatable. "
       "`stint policies --options` lists each policy's keys.")
+    a("--cluster", type=Path, metavar="FILE", help="A cluster file (TOML): node groups by accelerator "
+      "type, speeds per type and application, Gavel's throughput file (docs/simulator.md).")
     a("--gpus", type=int, help="Cluster size in GPUs, as nodes of 8 GPUs.")
     a("--nodes", type=int, help="Number of nodes.")
     a("--gpus-per-node", type=int, help="GPUs per node.")
@@ -153,13 +156,16 @@ def _size_flags(args: argparse.Namespace) -> str | None:
 def _sim(args: argparse.Namespace) -> int:
     from stint.policies.registry import UnknownPolicyError
     from stint.sim.runner import SimConfig, run_all, write_plots, write_results
-    from stint.sim.traces import TierMix, TraceError
+    from stint.sim.trace_fields import TraceError
+    from stint.sim.traces import TierMix
 
     nodes, gpus_per_node = args.nodes, args.gpus_per_node
     if args.format not in ("table", "json"):
         return _fail(f"--format must be 'table' or 'json' (got {args.format!r})")
     if args.gpus is not None and (nodes is not None or gpus_per_node is not None):
         return _fail("give either --gpus or --nodes/--gpus-per-node, not both")
+    if args.cluster is not None and (args.gpus is not None or nodes is not None or gpus_per_node is not None):
+        return _fail("give either --cluster or --gpus/--nodes/--gpus-per-node, not both")
     if args.gpus is not None:
         if args.gpus <= 0 or args.gpus % 8:
             return _fail(f"--gpus must be a positive multiple of 8 (nodes of 8 GPUs); got {args.gpus}")
@@ -235,13 +241,14 @@ def _sim(args: argparse.Namespace) -> int:
         sla=sla,
         reservation=reserve,
         knowledge=args.knowledge,
+        cluster_file=args.cluster,
     )
     out: Path = args.out
     try:
         with _ProgressBar() as progress:
             trace_obj, cluster, results = run_all(cfg, progress, watch if args.report else None)
         summaries = write_results(out, results)
-    except (TraceError, UnknownPolicyError, ValueError) as exc:
+    except (TraceError, UnknownPolicyError, ValueError) as exc:  # (ClusterFileError is a ValueError)
         return _fail(f"error: {exc}")
     if args.format == "json":
         import json
@@ -250,8 +257,7 @@ def _sim(args: argparse.Namespace) -> int:
     else:
         from stint.report.tables import plain_table
 
-        gpn = cluster.nodes[0].capacity.gpu
-        title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {cluster.num_nodes} x {gpn:g} GPUs"
+        title = f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on {_shape(cluster)}"
         pngs = ", jct_cdf.png, over_time.png, tiers.png" if args.plots else ""
         sys.stdout.write(f"{plain_table(summaries, title)}\n{_models_line(results)}\n"
                          f"results in {out}/ (summary.json, <policy>/jobs.csv{pngs})\n")
@@ -261,14 +267,26 @@ def _sim(args: argparse.Namespace) -> int:
 
         for name, tl in timelines.items():
             tl.finish({r.job_id: r.finish_s for r in results[name].records})
-        gpn = cluster.nodes[0].capacity.gpu
         page = write_report(args.report, f"{trace_obj.name}: {len(trace_obj.jobs):,} jobs on "
-                            f"{cluster.num_nodes} x {gpn:g} GPUs", cluster.total_gpus, results,
+                            f"{_shape(cluster)}", cluster.total_gpus, results,
                             summaries, timelines)
         sys.stderr.write(f"report in {page}\n")
     if args.plots:  # after the figures are out: the slowest and least needed part
         write_plots(out, cluster, results)
     return 0
+
+
+def _shape(cluster: Cluster) -> str:
+    """``16 x 4 GPUs``, or per type ``v100 4 x 8 GPUs, k80 8 x 4 GPUs`` on a typed cluster."""
+    if not cluster.typed:
+        return f"{cluster.num_nodes} x {cluster.nodes[0].capacity.gpu:g} GPUs"
+    parts = []
+    for t in cluster.types:
+        nodes = cluster.nodes_of(t)
+        sizes = sorted({int(cluster.nodes[i].capacity.gpu) for i in nodes})
+        per = "/".join(str(g) for g in sizes)
+        parts.append(f"{t} {len(nodes)} x {per} GPUs")
+    return ", ".join(parts)
 
 
 def _window(text: str) -> tuple[float, float]:

@@ -33,9 +33,11 @@ from stint.mechanism import known_plan, next_tick, view_of
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
+from stint.perf.model import PerfModel
 from stint.placement.ledger import Ledger
 from stint.placement.packing import packed
-from stint.policies.base import JobStatus, PerfModel, Phase, Policy
+from stint.placement.types import allowed_types, packed_on
+from stint.policies.base import JobStatus, Phase, Policy
 from stint.policies.knowledge import Knowledge
 from stint.reconcile import Action, ActionKind, stage
 from stint.sim.costs import CostModel
@@ -131,6 +133,7 @@ class Simulator:
         self._records: list[JobRecord] = []
         self._waiting = 0
         self._busy_gpu_s = 0.0
+        self._busy_by_type: dict[str, float] = dict.fromkeys(self.cluster.types, 0.0)
         self._mechanism_gpu_s = 0.0  # GPU-seconds held without progress: modelled action delays
         self._last_t = 0.0
         self._tick_at: float | None = None
@@ -204,6 +207,8 @@ class Simulator:
             refusals=self._refusals,
             mechanism_gpu_s=self._mechanism_gpu_s,
             reserved=self._reserved_series,
+            busy_by_type=self._busy_by_type,
+            gpus_by_type={t: self.cluster.gpus_of(t) for t in self.cluster.types},
         )
 
     def step(self, t: float, arrivals: Sequence[JobSpec], returning: Sequence[JobStatus] = ()) -> None:
@@ -249,6 +254,9 @@ class Simulator:
         dt = t - self._last_t
         if dt > 0:
             self._busy_gpu_s += self._ledger.used_gpus * dt
+            if self._busy_by_type:
+                for kind, used in self._ledger.used_by_type.items():
+                    self._busy_by_type[kind] += used * dt
             self._last_t = t
 
     def _handle(self, ev: Event, t: float) -> bool:
@@ -513,12 +521,18 @@ class Simulator:
         """
         gpw = max(spec.gpus_per_worker, 1)
         top = min(spec.max_workers, self._total_gpus // gpw)
-        key = (type(spec), spec.application, spec.batch_size, spec.requested_workers, spec.min_workers, top, spec.worker_demand)
+        key: tuple[object, ...] = (type(spec), spec.application, spec.batch_size, spec.requested_workers,
+                                   spec.min_workers, top, spec.worker_demand)
+        if self.cluster.typed:
+            key = (*key, spec.gpu_types)
         best = self._ideal_rate.get(key) if type(spec) is JobSpec else None
         if best is None:
             per_node = max(self._node_gpus // gpw, 1)
             best = 0.0
             for n in range(spec.min_workers, max(top, spec.min_workers) + 1):
+                if self.cluster.typed:
+                    best = max(best, self._typed_rate(spec, n))
+                    continue
                 best = max(best, self.perf.rate(spec, packed(n, per_node)))
             self._ideal_rate[key] = best
         return spec.work / best if best > 0 else math.inf
@@ -529,10 +543,21 @@ class Simulator:
         return spec.work / rate if rate > 0 else math.inf
 
     def _requested_rate(self, spec: JobSpec) -> float:
-        """Rate alone at the requested size packed on the fewest nodes."""
+        """Rate alone at the requested size packed on the fewest nodes (of its best type)."""
+        if self.cluster.typed:
+            return self._typed_rate(spec, spec.requested_workers)
         gpw = max(spec.gpus_per_worker, 1)
         per_node = max(self._node_gpus // gpw, 1)  # the largest node, found once (not per job)
         return self.perf.rate(spec, packed(spec.requested_workers, per_node))
+
+    def _typed_rate(self, spec: JobSpec, workers: int) -> float:
+        """The best rate alone of ``workers`` packed on one type the job allows."""
+        best = 0.0
+        for t in allowed_types(self.cluster, spec):
+            alloc = packed_on(self.cluster, t, workers, spec.gpus_per_worker)
+            if alloc:
+                best = max(best, self.perf.rate(spec, alloc))
+        return best
 
     # ------------------------------------------------------------------------------ capacity
     def _release(self, st: JobStatus) -> None:

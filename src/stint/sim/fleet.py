@@ -36,7 +36,8 @@ import numpy as np
 
 from stint.model.fleet import Fleet, FleetJob
 from stint.model.job import JobSpec, Tier
-from stint.policies.base import JobStatus, PerfModel, Phase, Policy
+from stint.perf.model import PerfModel
+from stint.policies.base import JobStatus, Phase, Policy
 from stint.policies.fleet.base import (
     ClusterState,
     FleetView,

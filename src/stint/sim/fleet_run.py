@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from stint.model.fleet import Fleet, FleetError, FleetJob, draw_sizes, parse_fleet
+from stint.perf.model import PerfModel
 from stint.perf.scaling import ScalingModel
-from stint.policies.base import PerfModel
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make_with_options
 from stint.sim.costs import for_format

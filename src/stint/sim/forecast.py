@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stint.model.cluster import Cluster
-from stint.policies.base import JobStatus, PerfModel, Policy
+from stint.perf.model import PerfModel
+from stint.policies.base import JobStatus, Policy
 from stint.reconcile import Action, ActionKind
 from stint.sim.costs import CostModel, FittedCosts
 from stint.sim.engine import Simulator

@@ -98,6 +98,9 @@ class RunResult:
     reserved: tuple[array[float], array[float]] = field(default_factory=lambda: (array("d"), array("d")))
     reservation: dict[str, float] | None = None  # set by the runner: the reservation's parameters
     knowledge: str = ""  # set by the runner: what policies knew of job lengths (``policies.knowledge``)
+    # A typed cluster's busy GPU-seconds and GPUs per accelerator type (empty when untyped).
+    busy_by_type: dict[str, float] = field(default_factory=dict)
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
 
     def reserved_gpu_s(self, until_s: float) -> float:
         """GPU-seconds reserved from ``start_s`` to ``until_s``."""
@@ -162,7 +165,18 @@ class RunResult:
             **({"batch": self.batch} if self.batch else {}),
             **({"reservation": self.reservation} if self.reservation is not None else {}),
             **({"knowledge": knowledge_summary(self.records, self.knowledge)} if self.knowledge else {}),
+            **({"utilization_by_type": self.by_type(span)} if self.gpus_by_type else {}),
         }
+
+    def by_type(self, span: float) -> dict[str, dict[str, float]]:
+        """Per accelerator type: its GPUs, busy GPU-hours and utilization over the makespan
+        (busy / (GPUs x makespan); a reservation's GPU-hours are not split by type)."""
+        out: dict[str, dict[str, float]] = {}
+        for t, gpus in self.gpus_by_type.items():
+            busy = self.busy_by_type.get(t, 0.0)
+            out[t] = {"gpus": gpus, "busy_gpu_hours": busy / 3600.0,
+                      "gpu_utilization": busy / (gpus * span) if gpus and span > 0 else 0.0}
+        return out
 
 
 def knowledge_summary(records: list[JobRecord], mode: str) -> dict[str, Any]:

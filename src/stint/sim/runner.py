@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 from stint.model.cluster import Cluster
 from stint.model.limits import cluster_reason
 from stint.model.sla import SlaTargets
+from stint.perf.model import PerfModel
 from stint.perf.profile import ProfileModel
-from stint.policies.base import PerfModel
+from stint.perf.types import TypedPerf, TypeSpeeds
 from stint.policies.knowledge import Knowledge, Mode
 from stint.policies.registry import make_with_options
+from stint.policies.typed import wrap
 from stint.reconcile import Action
 from stint.sim.costs import CostModel, NamedCosts, for_format
 from stint.sim.engine import Simulator
@@ -30,6 +32,7 @@ from stint.sim.metrics import CSV_FIELDS, RunResult, record_row
 from stint.sim.traces import Filters, TierMix, Trace, load
 
 if TYPE_CHECKING:
+    from stint.sim.cluster_input import TypedCluster
     from stint.sim.reservation import Reservation
 
 
@@ -54,9 +57,21 @@ class SimConfig:
     # A daily inference reservation; its ``clock0_s`` is taken from the trace (its time of day).
     reservation: Reservation | None = None
     knowledge: str = "declared"  # ``--knowledge``: what policies know of job lengths (``policies.knowledge``)
+    cluster_file: Path | None = None  # ``--cluster FILE``: node groups by accelerator type (``model.cluster_file``)
+
+    def typed(self) -> TypedCluster | None:
+        """The cluster file read (None without one)."""
+        if self.cluster_file is None:
+            return None
+        from stint.sim.cluster_input import read_cluster
+
+        return read_cluster(self.cluster_file)
 
     def cluster(self, trace: Trace) -> Cluster:
-        """The cluster: as given, else 64 x 8 GPUs for Philly and 16 x 4 for Pollux workloads."""
+        """The cluster: the cluster file's, else as given, else 64 x 8 GPUs for Philly and 16 x 4
+        for Pollux workloads."""
+        if (typed := self.typed()) is not None:
+            return typed.cluster
         pollux = trace.format == "pollux"
         per_node = self.gpus_per_node or (4 if pollux else 8)
         nodes = self.nodes or (16 if pollux else 64)
@@ -99,8 +114,9 @@ def run_all(cfg: SimConfig, progress: Progress | None = None, watch: Watch | Non
     """Load the trace once and run each policy on it in turn (``watch``: see ``Watch``)."""
     for name in cfg.policies:
         make_with_options(name, cfg.policy_options)  # fail fast on bad names and options
+    typed = cfg.typed()
     trace = load(cfg.trace, seed=cfg.seed, filters=cfg.filters, elastic=cfg.elastic, samples=cfg.samples,
-                 tiers=cfg.tiers)
+                 tiers=cfg.tiers, throughputs=typed.throughputs if typed is not None else None)
     if not trace.jobs:
         raise ValueError(f"trace {cfg.trace!r} has no jobs after filtering ({cfg.filters})")
     cluster = cfg.cluster(trace)
@@ -119,9 +135,15 @@ def run_policy(cfg: SimConfig, trace: Trace, cluster: Cluster, name: str,
     """One policy on a loaded trace, with the config's costs, batch mode and decision period."""
     costs = cfg.cost_model(trace)
     perf, batch = perf_for(trace, name, cfg.batch)
+    policy = make_with_options(name, cfg.policy_options)
+    if cluster.typed:  # per-type speeds in the rate; type-blind policies kept to the type rules
+        typed = cfg.typed()
+        speeds = typed.speeds if typed is not None else TypeSpeeds()
+        perf = TypedPerf(perf, cluster, trace.speeds.merged(speeds) if trace.speeds is not None else speeds)
+        policy = wrap(policy, cluster)
     reservation = replace(cfg.reservation, clock0_s=trace.clock0_s) if cfg.reservation is not None else None
     sim = Simulator(
-        cluster, trace.jobs, make_with_options(name, cfg.policy_options), perf, costs.costs,
+        cluster, trace.jobs, policy, perf, costs.costs,
         on_progress=on_progress, decision_period_s=cfg.decision_period_s, on_action=on_action,
         reservation=reservation, knowledge=Knowledge(Mode(cfg.knowledge)),
     )

@@ -32,7 +32,8 @@ def sweep(
 
     from stint.policies.registry import UnknownPolicyError
     from stint.sim import sweep as sw
-    from stint.sim.traces import Filters, TraceError
+    from stint.sim.trace_fields import TraceError
+    from stint.sim.traces import Filters
 
     err = Console(stderr=True, soft_wrap=True)
     try:

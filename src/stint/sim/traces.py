@@ -50,9 +50,11 @@ from stint import data_path
 from stint.model.job import JobSpec, Tier
 from stint.model.limits import MAX_BATCH_SIZE, MAX_CLUSTER_GPUS, MAX_JOB_GPUS, MAX_TRACE_JOBS, above
 from stint.model.utility import ConstantUtility, SigmoidUtility, Utility
+from stint.perf.model import PerfModel
 from stint.perf.profile import APPLICATIONS, ProfileModel, has_progress_tables, work
 from stint.perf.scaling import ScalingModel
-from stint.policies.base import PerfModel
+from stint.perf.types import GavelThroughputs, TypeSpeeds
+from stint.sim.trace_fields import TraceError, count, number
 
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
 POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
@@ -65,11 +67,9 @@ JOB_MODELS = {
     "pollux-progress": "samples to the application's last epoch at the job's batch size, weighted "
     "by statistical efficiency (Pollux format, applications with validation tables)",
     "samples": "epochs x samples per epoch, whatever the batch size (Pollux format otherwise)",
+    "gavel-steps": "total_steps as seconds on the job's fastest accelerator type at its scale factor "
+    "(Gavel format; each type's speed from the throughput file)",
 }
-
-
-class TraceError(ValueError):
-    """A trace that cannot be read; the message names the file, line and reason."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ class Trace:
     format: str  # "philly" or "pollux": what the file's header says, whatever its name
     job_model: str  # what a job's work means: see JOB_MODELS
     clock0_s: float = 0.0  # time of day (s after midnight) of trace time 0: Philly's first kept job
+    # Per (application, accelerator type) speeds the trace brings (Gavel's throughputs), or None.
+    speeds: TypeSpeeds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ class TierMix:
 
 def load(
     spec: str, *, seed: int = 0, filters: Filters = Filters(), elastic: bool = False, samples: bool = False,
-    tiers: TierMix = TierMix(),
+    tiers: TierMix = TierMix(), throughputs: GavelThroughputs | None = None,
 ) -> Trace:
     """Load ``philly``, ``pollux:N`` (N = 1..8), ``philly-shaped:N[:GPUS]`` (generated:
     ``philly_shaped``) or a CSV path in either format (.csv or .csv.gz).
@@ -157,6 +159,8 @@ def load(
         if not path.is_file():
             raise TraceError(f"{spec}: no such trace file (or use 'philly' or 'pollux:N')")
     shipped = spec == "philly" or spec.startswith("pollux:")  # read whole: Philly's is not in arrival order
+    if not shipped and _first_line_is_gavel(path):
+        return _gavel(path, label, filters, seed, elastic, tiers, throughputs)
     with _open(path) as fh:
         reader = _Reader(fh, str(path))
         header = next(reader, None)
@@ -174,9 +178,54 @@ def load(
         else:
             raise TraceError(
                 f"{path}:1: unrecognised header {header}; expected {PHILLY_COLUMNS} (Philly) "
-                f"or {POLLUX_COLUMNS} (Pollux), either with an optional last column {EST_COLUMN!r}"
+                f"or {POLLUX_COLUMNS} (Pollux), either with an optional last column {EST_COLUMN!r}, "
+                "or a Gavel trace (ten tab-separated fields per line, no header)"
             )
     return Trace(label, fill_missing(jobs, seed, elastic, tiers), perf, str(path), fmt, model, clock0)
+
+
+def _first_line_is_gavel(path: Path) -> bool:
+    from stint.sim.gavel_trace import is_gavel
+
+    try:
+        with _open(path) as fh:
+            first = fh.readline(1 << 16).decode("utf-8", "replace")
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        return False  # the CSV reader names what is wrong
+    return is_gavel(first)
+
+
+def _gavel(path: Path, label: str, filters: Filters, seed: int, elastic: bool, tiers: TierMix,
+           throughputs: GavelThroughputs | None) -> Trace:
+    """A Gavel trace (``stint.sim.gavel_trace``): arrivals from 0, Gavel's priority weights kept."""
+    from stint.sim.gavel_trace import gavel_rows
+
+    pick = _Pick(str(path), filters, stream=filters.limit is not None)
+    with _open(path) as fh:
+        rows = gavel_rows(_numbered(fh, str(path)), str(path), throughputs)
+        kept, _ = pick.rows(rows, from_first=False)
+    jobs = [spec for _t, _line, _vc, spec in kept]
+    filled = [replace(f, priority=j.priority) for f, j in zip(fill_missing(jobs, seed, elastic, tiers), jobs, strict=True)]
+    speeds = throughputs.speeds() if throughputs is not None else None
+    return Trace(label, filled, ScalingModel(), str(path), "gavel", "gavel-steps", 0.0, speeds)
+
+
+def _numbered(fh: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line; bad UTF-8 or a broken archive is a TraceError at its line."""
+    n = 0
+    it = iter(fh)
+    while True:
+        n += 1
+        try:
+            raw = next(it)
+        except StopIteration:
+            return
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise TraceError(f"{path}:{n}: not a readable archive ({exc})") from None
+        try:
+            yield n, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{path}:{n}: not UTF-8 text ({exc.reason})") from None
 
 
 def _open(path: Path) -> gzip.GzipFile | io.BufferedReader:
@@ -230,31 +279,6 @@ def _rows(reader: _Reader, path: str, width: int) -> Iterator[tuple[int, list[st
         if len(row) != width:
             raise TraceError(f"{path}:{line}: expected {width} fields, got {len(row)}: {row}")
         yield line, row
-
-
-def _number(path: str, line: int, field: str, text: str, kind: type = float, low: float = 0.0) -> float:
-    try:
-        value = float(kind(text))
-    except (ValueError, OverflowError):
-        raise TraceError(f"{path}:{line}: field {field!r} is not a {kind.__name__}: {text!r}") from None
-    if not math.isfinite(value):
-        raise TraceError(f"{path}:{line}: field {field!r} must be a finite number, got {text!r}")
-    if value < low:
-        raise TraceError(f"{path}:{line}: field {field!r} must be >= {low:g}, got {text!r}")
-    return value
-
-
-def _count(path: str, line: int, field: str, text: str, maximum: int) -> int:
-    """A whole-number field from 1 to ``maximum`` (``stint.model.limits``)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise TraceError(f"{path}:{line}: field {field!r} is not a int: {text[:40]!r}") from None
-    if n < 1:
-        raise TraceError(f"{path}:{line}: field {field!r} must be >= 1, got {text!r}")
-    if why := above(f"field {field!r}", n, maximum):
-        raise TraceError(f"{path}:{line}: {why}")
-    return n
 
 
 P = TypeVar("P")
@@ -313,7 +337,7 @@ class _Pick:
 
 def _est(path: str, line: int, text: str) -> float | None:
     """A row's declared run time: empty for none, else a positive number of seconds."""
-    return None if not text.strip() else _number(path, line, EST_COLUMN, text, float, 1e-9)
+    return None if not text.strip() else number(path, line, EST_COLUMN, text, float, 1e-9)
 
 
 def _philly(reader: _Reader, path: str, pick: _Pick, est: bool) -> tuple[list[JobSpec], float]:
@@ -347,8 +371,8 @@ def _philly_rows(reader: _Reader, path: str, est: bool) -> Iterator[Row[tuple[fl
             t = datetime.fromisoformat(ts).replace(tzinfo=UTC).timestamp()
         except ValueError:
             raise TraceError(f"{path}:{line}: field 'timestamp' is not YYYY-MM-DD HH:MM:SS: {ts!r}") from None
-        d = _number(path, line, "duration", duration, float, 1e-9)
-        g = _count(path, line, "num_gpus", gpus, MAX_JOB_GPUS)
+        d = number(path, line, "duration", duration, float, 1e-9)
+        g = count(path, line, "num_gpus", gpus, MAX_JOB_GPUS)
         if not vc:
             raise TraceError(f"{path}:{line}: field 'cluster' is empty")
         yield t, line, vc, (d, g, _est(path, line, row[5]) if est else None)
@@ -385,9 +409,9 @@ def _pollux_rows(reader: _Reader, path: str, est: bool
         name, time_s, app, replicas, bsz = row[:5]
         if app not in APPLICATIONS:
             raise TraceError(f"{path}:{line}: unknown application {app!r}; known: {', '.join(APPLICATIONS)}")
-        t = _number(path, line, "time", time_s, float, 0.0)
-        n = _count(path, line, "num_replicas", replicas, MAX_JOB_GPUS)
-        b = _count(path, line, "batch_size", bsz, MAX_BATCH_SIZE)
+        t = number(path, line, "time", time_s, float, 0.0)
+        n = count(path, line, "num_replicas", replicas, MAX_JOB_GPUS)
+        b = count(path, line, "batch_size", bsz, MAX_BATCH_SIZE)
         yield t, line, "", (name or f"job-{line - 1}", app, n, b, _est(path, line, row[5]) if est else None)
 
 

@@ -166,6 +166,7 @@ class JobExit:
 class NodeInfo:
     name: str
     slots: int
+    gpu_type: str = ""  # its accelerators' type ("": untyped)
 
 
 class Executor(Protocol):

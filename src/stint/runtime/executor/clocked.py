@@ -16,7 +16,7 @@ from typing import Any
 
 from stint.model.allocation import Allocation
 from stint.model.job import JobSpec
-from stint.policies.base import PerfModel
+from stint.perf.model import PerfModel
 from stint.runtime.executor.base import JobExit, NodeInfo, Outcome, WorkerLaunch
 from stint.sim.engine import NodeFailure
 

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from stint.runtime.executor import cgroup, netns
@@ -41,10 +42,13 @@ class LocalExecutor(SupervisedExecutor):
         python: str = sys.executable,
         term_grace_s: float = TERM_GRACE_S,
         network: str = "host",
+        node_list: Sequence[NodeInfo] = (),
     ) -> None:
         """``network``: "host" (workers share this machine's network) or "private" (each
         attempt runs in a network namespace of its own with only a loopback interface, so its
-        rendezvous is reachable by its own workers only; needs root and ``ip``)."""
+        rendezvous is reachable by its own workers only; needs root and ``ip``).
+        ``node_list``: the virtual nodes, named and typed (a cluster file's), instead of
+        ``nodes`` x ``gpus_per_node``."""
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError(
                 f"local executor needs nodes >= 1 and gpus_per_node >= 1 "
@@ -54,8 +58,8 @@ class LocalExecutor(SupervisedExecutor):
             raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
         if network == "private" and (why := netns.unavailable()) is not None:
             raise ValueError(f"network 'private' needs network namespaces: {why}")
-        node_list = [NodeInfo(f"node-{i}", gpus_per_node) for i in range(nodes)]
-        super().__init__(state_dir, node_list, term_grace_s)
+        given = list(node_list) or [NodeInfo(f"node-{i}", gpus_per_node) for i in range(nodes)]
+        super().__init__(state_dir, given, term_grace_s)
         self.python = python
         self.network = network
         self._children: list[subprocess.Popen[bytes]] = []
