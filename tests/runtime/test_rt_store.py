@@ -69,3 +69,14 @@ def test_token_lookups_are_remembered_until_a_token_changes(store: Store) -> Non
     new = store.create_token("alice", 3.0)  # replaces alice's token: the old one fails at once
     assert store.caller_for_token(alice) is None
     assert store.caller_for_token(new) == who
+
+
+def test_every_stop_purpose_has_a_strength_and_a_move_outranks_a_plans_stop() -> None:
+    """A stop in progress keeps its purpose unless a stronger one comes: every purpose must be
+    ranked (a move to another cluster had none, so a resize during it took it over)."""
+    from stint.runtime.states import STOP_STRENGTH, StopPurpose
+
+    assert set(STOP_STRENGTH) == set(StopPurpose)
+    p = StopPurpose
+    assert STOP_STRENGTH[p.MOVE] > max(STOP_STRENGTH[x] for x in (p.RESIZE, p.MIGRATE, p.PREEMPT))
+    assert STOP_STRENGTH[p.CANCEL] > max(v for k, v in STOP_STRENGTH.items() if k is not p.CANCEL)

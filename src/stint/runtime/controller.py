@@ -71,7 +71,16 @@ from stint.runtime.executor.base import (
 )
 from stint.runtime.measured import fitted_costs, record_policy
 from stint.runtime.metrics import Metrics
-from stint.runtime.states import HOLDING, RELAUNCHING, SUBMITTED, TERMINAL, JobState
+from stint.runtime.states import (
+    ENDING_STOPS,
+    HOLDING,
+    RELAUNCHING,
+    STOP_STRENGTH,
+    SUBMITTED,
+    TERMINAL,
+    JobState,
+    StopPurpose,
+)
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Attempt, Decision, Job, Transition
 from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
@@ -82,6 +91,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 S = JobState
+P = StopPurpose
 EXIT_CANNOT_RUN = 127  # the shells' and the supervisor's "command not found / not executable"
 MAX_TRANSIENT_REFUSALS = 20  # launches refused for now (EAGAIN, ENOMEM, ...) in a row, then fail
 HANG_CHECK_S = 1.0  # the shortest time between reads of the running jobs' progress for hangs
@@ -93,13 +103,10 @@ PASSED_REFORECAST_S = 1.0  # a passed estimated start is estimated again after a
 BAND_MAX_JOBS = 300  # the start band (two more forecasts) only for states this small
 
 
-# A stop in progress keeps its purpose unless a stronger one comes (``Controller._stop``).
 # "operator" is a preemption an operator asked for (``stint preempt``): the plan did not count on
 # it, so its end is news to the policy (``_expected``), which decides when the job resumes.
 # "time" (the time limit) and "hung" end the attempt whatever the plan wanted next.
-_STOP_STRENGTH = {"resize": 1, "migrate": 1, "retry": 1, "preempt": 2, "operator": 2, "reject": 3,
-                  "time": 3, "hung": 3, "cancel": 4}
-_KILLS = frozenset({"cancel", "hung"})  # stops that kill at once (a hung job cannot checkpoint)
+_KILLS = frozenset({StopPurpose.CANCEL, StopPurpose.HUNG})  # stops that kill at once (a hung job cannot checkpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,23 +415,23 @@ class Controller:
         if e.outcome is Outcome.SUCCEEDED:
             record_transition(s, job, S.SUCCEEDED, now, "all workers exited 0", finished_at=now,
                               target=None, **common)
-        elif job.stop_purpose == "cancel":
+        elif job.stop_purpose == P.CANCEL:
             record_transition(s, job, S.CANCELLED, now, "cancelled on request", finished_at=now,
                               target=None, **common)
-        elif job.stop_purpose == "reject":
+        elif job.stop_purpose == P.REJECT:
             record_transition(s, job, S.REJECTED, now, job.reason, finished_at=now, target=None,
                               **common)
-        elif job.stop_purpose == "time" or self._time_spent(job):
+        elif job.stop_purpose == P.TIME or self._time_spent(job):
             how = {Outcome.CHECKPOINTED: "checkpointed", Outcome.STOPPED: "stopped"}.get(
                 e.outcome, f"exit codes {codes}")
             record_transition(s, job, S.FAILED, now, f"time limit ({self._time_limit(job):g} "
                               f"s): {how} ({e.reason})", finished_at=now, target=None, **common)
-        elif job.stop_purpose == "hung":
+        elif job.stop_purpose == P.HUNG:
             self._worker_failed(s, job, job.reason, now, common)
         elif e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED):
-            why = "preempt" if job.stop_purpose == "operator" else job.stop_purpose or "stopped"
+            why = "preempt" if job.stop_purpose == P.OPERATOR else job.stop_purpose or "stopped"
             how = "checkpointed" if e.outcome is Outcome.CHECKPOINTED else "stopped without a checkpoint"
-            moved = job.stop_purpose in ("resize", "migrate")  # a resize or move is no preemption
+            moved = job.stop_purpose in (P.RESIZE, P.MIGRATE)  # a resize or move is no preemption
             record_transition(s, job, S.PREEMPTED, now, f"{why}: {how} ({e.reason})",
                               preemptions=job.preemptions + (not moved), **common)
         else:
@@ -448,7 +455,7 @@ class Controller:
             wait, when = self._backoff(failures, now)
             record_transition(s, job, S.PREEMPTED, now, f"{why}; retry {failures} of {most} "
                               f"from the last checkpoint{when}", failures=failures, target=None,
-                              stop_purpose="retry", retry_at=now + wait if wait > 0 else None,
+                              stop_purpose=P.RETRY, retry_at=now + wait if wait > 0 else None,
                               **common)
 
     def _refused_for_now(self, s: Writes, job: Job, why: str, now: float) -> None:
@@ -465,7 +472,7 @@ class Controller:
         record_transition(s, job, S.PREEMPTED, now, f"{why}; the host is short of resources: "
                           f"retry{when} (refusal {refusals} of at most {MAX_TRANSIENT_REFUSALS} "
                           "in a row; not counted against max_retries)", refusals=refusals,
-                          target=None, stop_purpose="retry",
+                          target=None, stop_purpose=P.RETRY,
                           retry_at=now + wait if wait > 0 else None)
 
     def _backoff(self, count: int, now: float) -> tuple[float, str]:
@@ -545,16 +552,16 @@ class Controller:
     def _apply_requests(self, s: Writes, jobs: list[Job], now: float,
                         effects: list[Effect]) -> None:
         for job in jobs:
-            if job.cancel_requested and job.stop_purpose != "cancel":
+            if job.cancel_requested and job.stop_purpose != P.CANCEL:
                 if job.state in HOLDING:
-                    self._stop(s, job, "cancel", now, effects, reason="cancel requested")
+                    self._stop(s, job, P.CANCEL, now, effects, reason="cancel requested")
                 elif job.state not in TERMINAL:
                     record_transition(s, job, S.CANCELLED, now, "cancelled on request",
                                       finished_at=now)
             if job.preempt_requested:
                 job.preempt_requested = False
                 if job.state in (S.RUNNING, S.STARTING):
-                    self._stop(s, job, "operator", now, effects, reason="preempt requested by operator")
+                    self._stop(s, job, P.OPERATOR, now, effects, reason="preempt requested by operator")
             if job.to_cluster and not job.cancel_requested:
                 self._move_out(s, job, now, effects)
 
@@ -564,15 +571,15 @@ class Controller:
         fleet copies its checkpoint over (``runtime/fleet.py``)."""
         why = f"moving to cluster {job.to_cluster}"
         if job.state in (S.RUNNING, S.STARTING):
-            self._stop(s, job, "move", now, effects, reason=why)
-        elif job.state == S.CHECKPOINTING and job.stop_purpose not in ("move", "cancel"):
-            job.stop_purpose, job.target = "move", None
+            self._stop(s, job, P.MOVE, now, effects, reason=why)
+        elif job.state == S.CHECKPOINTING and job.stop_purpose not in (P.MOVE, P.CANCEL):
+            job.stop_purpose, job.target = P.MOVE, None
         elif job.state == S.ADMITTED:
             record_transition(s, job, S.QUEUED, now, f"admission withdrawn: {why}", target=None)
         elif job.state == S.PREEMPTED and job.target:
             job.target = None
 
-    def _stop(self, s: Writes, job: Job, purpose: str, now: float, effects: list[Effect],
+    def _stop(self, s: Writes, job: Job, purpose: StopPurpose, now: float, effects: list[Effect],
               reason: str, target: Allocation | None = None) -> None:
         """Ask a job holding GPUs to checkpoint and stop (a cancel kills it instead)."""
         cols = {"stop_purpose": purpose, "stop_deadline": now + self.config.grace_s,
@@ -580,7 +587,8 @@ class Controller:
         if job.state == S.CHECKPOINTING:
             # Already stopping: the target changes, and the purpose only to a stronger one (a
             # preempt that the policy follows with a new placement stays a preempt).
-            if _STOP_STRENGTH.get(purpose, 0) < _STOP_STRENGTH.get(job.stop_purpose or "", 0):
+            held = job.stop_purpose
+            if held in STOP_STRENGTH and STOP_STRENGTH[purpose] < STOP_STRENGTH[StopPurpose(held)]:
                 cols["stop_purpose"] = job.stop_purpose
             for k, v in cols.items():
                 setattr(job, k, v)
@@ -612,12 +620,12 @@ class Controller:
                 continue
             limit = self._time_limit(job)
             if limit is not None and self._held_s(job, now) >= limit:
-                self._stop(s, job, "time", now, effects, reason=f"time limit ({limit:g} s)")
+                self._stop(s, job, P.TIME, now, effects, reason=f"time limit ({limit:g} s)")
                 changed = True
                 continue
             hung = self._hung(job, now) if check_hangs else None
             if hung is not None:
-                self._stop(s, job, "hung", now, effects, reason=hung)
+                self._stop(s, job, P.HUNG, now, effects, reason=hung)
                 changed = True
         return changed
 
@@ -717,7 +725,7 @@ class Controller:
         want = self._pin_target(job, current, avail)
         if want is None or want == current:
             return  # already there, or waiting for capacity
-        purpose = "resize" if want.num_workers != current.num_workers else "migrate"
+        purpose = P.RESIZE if want.num_workers != current.num_workers else P.MIGRATE
         self._stop(s, job, purpose, now, effects, reason=f"operator pin ({_pin_text(job)})",
                    target=want)
 
@@ -907,15 +915,15 @@ class Controller:
         holding = job.state in HOLDING
         if a.kind is ActionKind.REJECT:
             if holding:
-                self._stop(s, job, "reject", now, effects, reason=reason)
+                self._stop(s, job, P.REJECT, now, effects, reason=reason)
             else:
                 if job.state == S.ADMITTED:
                     record_transition(s, job, S.QUEUED, now, "admission withdrawn", target=None)
                 record_transition(s, job, S.REJECTED, now, reason, finished_at=now, target=None)
         elif holding:
             target = a.after or None
-            purpose = "preempt" if target is None else "resize" if (
-                a.after.num_workers != load_alloc(job.allocation).num_workers) else "migrate"
+            purpose = P.PREEMPT if target is None else P.RESIZE if (
+                a.after.num_workers != load_alloc(job.allocation).num_workers) else P.MIGRATE
             self._stop(s, job, purpose, now, effects, reason=reason, target=target)
         elif not a.after:  # a job waiting to launch loses its target
             job.target = None
@@ -940,7 +948,7 @@ class Controller:
                     job.cancel_requested or job.to_cluster):
                 target = load_alloc(job.target)
                 if fits(target, free):
-                    moved = job.state == S.PREEMPTED and job.stop_purpose in ("resize", "migrate")
+                    moved = job.state == S.PREEMPTED and job.stop_purpose in (P.RESIZE, P.MIGRATE)
                     why = f"{job.stop_purpose} after the checkpoint" if moved else job.reason
                     self._launch(s, job, target, free, held, now, effects, why)
 
@@ -1168,11 +1176,10 @@ def _policy_sees(job: Job) -> bool:
     and the plan may not move it.)"""
     if job.state in TERMINAL or job.cancel_requested or job.to_cluster or job.retry_at is not None:
         return False  # (a failed job waiting out its backoff comes back when the wait is over)
-    return not (job.state == S.CHECKPOINTING and job.stop_purpose in _ENDING)
+    return not (job.state == S.CHECKPOINTING and job.stop_purpose in ENDING_STOPS)
 
 
 _NOTES = NOTE_COLUMNS
-_ENDING = frozenset({"cancel", "reject", "time", "hung"})  # stops whose job the policy drops
 
 
 def _expected(job: Job | None, e: JobExit) -> bool:
@@ -1181,7 +1188,7 @@ def _expected(job: Job | None, e: JobExit) -> bool:
     what follows it)."""
     return (job is not None and job.attempt == e.attempt and job.state == S.CHECKPOINTING
             and e.outcome in (Outcome.CHECKPOINTED, Outcome.STOPPED)
-            and job.stop_purpose not in ("operator", "time", "hung"))
+            and job.stop_purpose not in (P.OPERATOR, P.TIME, P.HUNG))
 
 
 def _pinned(job: Job) -> bool:

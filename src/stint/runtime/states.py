@@ -70,3 +70,28 @@ def check_transition(job_id: str, src: JobState, dst: JobState) -> None:
 
 def allowed(src: JobState) -> frozenset[JobState]:
     return _ALLOWED.get(src, frozenset())
+
+
+class StopPurpose(StrEnum):
+    """Why the controller stopped a job's attempt (the ``stop_purpose`` column)."""
+
+    RESIZE = "resize"  # the plan changes its worker count: it resumes at the new size
+    MIGRATE = "migrate"  # the plan moves it to other nodes: it resumes there
+    RETRY = "retry"  # it failed and waits out its backoff
+    PREEMPT = "preempt"  # the plan took its GPUs
+    OPERATOR = "operator"  # an operator asked (``stint preempt``): news to the policy
+    MOVE = "move"  # the fleet moves it to another cluster
+    REJECT = "reject"  # the plan turned it away
+    TIME = "time"  # its time limit
+    HUNG = "hung"  # no heartbeat for its hang timeout
+    CANCEL = "cancel"  # its user cancelled it
+
+
+# A stop in progress keeps its purpose unless a stronger one comes: a preempt that the policy
+# follows with a new placement stays a preempt, a move stays a move unless the attempt must end.
+STOP_STRENGTH = {StopPurpose.RESIZE: 1, StopPurpose.MIGRATE: 1, StopPurpose.RETRY: 1,
+                 StopPurpose.PREEMPT: 2, StopPurpose.OPERATOR: 2, StopPurpose.MOVE: 3,
+                 StopPurpose.REJECT: 4, StopPurpose.TIME: 4, StopPurpose.HUNG: 4,
+                 StopPurpose.CANCEL: 5}
+# Stops whose attempt ends the job's stay, whatever the plan wanted next (the policy drops it).
+ENDING_STOPS = frozenset({StopPurpose.CANCEL, StopPurpose.REJECT, StopPurpose.TIME, StopPurpose.HUNG})

@@ -20,7 +20,7 @@ from stint.policies.registry import make_with_options
 from stint.reconcile import Action, ActionKind
 from stint.runtime.measured import fitted_costs, policy_of
 from stint.runtime.schemas import DelayOut, DryRunOut
-from stint.runtime.states import TERMINAL, JobState
+from stint.runtime.states import ENDING_STOPS, TERMINAL, JobState
 from stint.runtime.store import Caller, NewJob, Store, _job_values
 from stint.runtime.tables import Job
 from stint.runtime.view import cluster_of, status_of
@@ -67,7 +67,7 @@ def _sees(job: Job) -> bool:
     """The active jobs the policy sees (as ``controller._policy_sees``, single cluster)."""
     return (job.state not in TERMINAL and not job.cancel_requested and job.retry_at is None
             and job.cluster is None and not (job.state == JobState.CHECKPOINTING
-                                             and job.stop_purpose in ("cancel", "reject", "time", "hung")))
+                                             and job.stop_purpose in ENDING_STOPS))
 
 
 def what_if(store: Store, spec: NewJob, caller: Caller, now: float, fallback_policy: str) -> DryRun:
