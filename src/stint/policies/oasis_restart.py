@@ -242,7 +242,8 @@ def _place(job: DPJob, wh: HostPrices, ph: HostPrices | None, ys: list[int],
         room = np.minimum(wh.room(t, t + 1, job.worker_demand)[0], job.max_workers)
         keep = int(prev_w.sum()) == y and bool(np.all(prev_w <= room))
         workers[j] = prev_w if keep else greedy_fill(unit, room, y)
-        cost += float(workers[j] @ unit)
+        share = rc.first_frac if j == 0 else 1.0  # the current slot: the part still ahead
+        cost += share * float(workers[j] @ unit)
         z = int(job.ps_for(np.array([y]))[0])
         if z:
             assert ph is not None and job.ps_demand is not None
@@ -250,6 +251,6 @@ def _place(job: DPJob, wh: HostPrices, ph: HostPrices | None, ys: list[int],
             proom = ph.room(t, t + 1, job.ps_demand)[0]
             pkeep = int(prev_p.sum()) == z and bool(np.all(prev_p <= proom))
             ps[j] = prev_p if pkeep else greedy_fill(punit, proom, z)
-            cost += float(ps[j] @ punit)
+            cost += share * float(ps[j] @ punit)
         prev_w, prev_p = workers[j], ps[j]
     return Schedule(a, a + len(ys) - 1, workers, ps, float(job.utility[len(ys) - 1]), cost)
