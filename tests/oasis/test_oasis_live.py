@@ -16,7 +16,7 @@ from stint.model.utility import DeadlineUtility
 from stint.policies.base import ClusterView, JobStatus, Phase
 from stint.policies.oasis import DEFAULT_RESTART_S, DEFAULT_START_S, OASiS
 from stint.policies.oasis_core import DPJob, HostPrices
-from stint.policies.oasis_restart import RestartCosts, best_schedule_with_costs
+from stint.policies.oasis_restart import NEAR, RestartCosts, best_schedule_with_costs
 from stint.sim.costs import CostModel
 
 
@@ -127,7 +127,8 @@ def test_restart_priced_dp_matches_brute_force(restart: float, start: float, fra
             continue
         ys = [int(w.sum()) for w in sched.workers]
         assert _delivered(ys, job.quantum_ws, rc) >= job.quanta  # its restarts are paid for
-        assert sched.payoff == pytest.approx(want, abs=1e-9)
+        # exact up to the DP's stopping rule: no later completion better by more than NEAR
+        assert want - NEAR * float(utility.max()) - 1e-9 <= sched.payoff <= want + 1e-9
 
 
 def test_an_overrunning_job_is_replanned_at_once_on_its_workers() -> None:

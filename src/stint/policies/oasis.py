@@ -201,7 +201,7 @@ class OASiS(PolicyBase):
                 self.redecide(st, view.now, now_slot, plan)
         if freed and self.pull_forward:
             for st in view.jobs:
-                if st.job_id in self.committed and not st.allocation:
+                if st.job_id in self.committed and st.phase == Phase.QUEUED:
                     self._pull_forward(st, view.now, now_slot, plan)
         for st in view.jobs:
             if st.job_id in self.committed:
@@ -302,9 +302,9 @@ class OASiS(PolicyBase):
         self.committed[job_id] = (job, sched)
 
     def _pull_forward(self, st: JobStatus, now: float, now_slot: int, plan: Plan) -> None:
-        """Capacity was freed: an admitted job not yet started is planned again from now; the
-        new schedule replaces its own if it pays more at today's prices, or ends earlier for a
-        payoff within ``NEAR`` of its utility (the tolerance of ``oasis_restart``)."""
+        """Capacity was freed: an admitted job that never ran is planned again from now; the new
+        schedule replaces its own if it ends no later and pays more at today's prices, or ends
+        earlier for a payoff within ``NEAR`` of its utility (the tolerance of ``oasis_restart``)."""
         job, old = self.committed[st.job_id]
         if old.start_slot <= now_slot and old.workers[:1].any():
             return  # it was planned to run now already
@@ -317,9 +317,10 @@ class OASiS(PolicyBase):
         new = None if isinstance(new_job, str) else self._schedule(
             new_job, end, self._costs(now, now_slot))
         tol = NEAR * max(abs(old_payoff), old.utility)
-        if (isinstance(new_job, str) or new is None or new.payoff <= 0 or not (
-                new.payoff > old_payoff or (new.last_slot < old.last_slot
-                                            and new.payoff >= old_payoff - tol))):
+        if (isinstance(new_job, str) or new is None or new.payoff <= 0
+                or new.last_slot > old.last_slot or not (
+                    new.payoff > old_payoff or (new.last_slot < old.last_slot
+                                                and new.payoff >= old_payoff - tol))):
             self._commit(st.job_id, job, old)
             return
         self._commit(st.job_id, new_job, new)

@@ -75,50 +75,69 @@ def best_schedule_with_costs(job: DPJob, wh: HostPrices, ph: HostPrices | None, 
 
 def _best_dp(job: DPJob, wh: HostPrices, ph: HostPrices | None, n: int, rc: RestartCosts
              ) -> Schedule | None:
-    """The DP over (units done, previous count) for a restart shorter than a slot."""
+    """The DP over (units done, previous count) for a restart shorter than a slot.
+
+    Per slot and count, three kinds of predecessor: the same count (a full slot), any other
+    started state (a resize or resume: ``restart`` lost; the best two of them per units-done
+    cover all), and not yet started (``start`` lost). It stops when no later completion can
+    beat the best by more than ``NEAR`` (the remaining units at price L bound its cost)."""
     a, D = job.arrival_slot, job.quanta
     counts = np.array([0, *job.counts], dtype=np.int64)  # index 0: no workers this slot
     ymax, C = int(counts[-1]), len(counts)
     K = C + 1  # state k < C: the previous slot ran counts[k]; K - 1: not started yet
+    value = np.full((K, D + 1), np.inf)
     first = K - 1
     if rc.workers_now > 0 and rc.workers_now in job.counts:
         first = int(np.searchsorted(counts, rc.workers_now))
-    value = np.full((K, D + 1), np.inf)
     value[first, 0] = 0.0
+    floor = _unit_floor(job, wh, ph) * (D - np.arange(D))  # remaining units at price L
+    tol = NEAR * float(job.utility.max(initial=0.0))
+    cols = np.arange(D)
     back: list[tuple[IntArray, IntArray]] = []
     best_mu = -np.inf
     best: tuple[int, tuple[int, int, int]] | None = None
     for j in range(n):
         frac = rc.first_frac if j == 0 else 1.0
         cost = frac * slot_costs(job, wh, ph, a + j, a + j + 1, ymax)[0][counts]
+        started = value[:C, :D]
+        a1 = started.argmin(axis=0)
+        m1 = started[a1, cols]
+        rest = started.copy()
+        rest[a1, cols] = np.inf
+        a2 = rest.argmin(axis=0)
+        m2 = rest[a2, cols]
         new = np.full((K, D + 1), np.inf)
         prev_k = np.full((K, D + 1), -1, dtype=np.int64)
         prev_d = np.full((K, D + 1), -1, dtype=np.int64)
         done_cost, done_from = np.inf, (-1, -1, -1)
-        for k in range(K):
-            row = value[k, :D]
-            if not np.isfinite(row).any():
-                continue
-            for yi in range(C):
-                if k == K - 1 and yi == 0:
-                    _relax(new, prev_k, prev_d, K - 1, row + 0.0, 0, k)  # still waiting
-                    continue
-                loss = 0.0 if k == yi else rc.start if k == K - 1 else rc.restart
+        _relax(new, prev_k, prev_d, K - 1, value[K - 1, :D], 0, np.full(D, K - 1))  # waiting
+        for yi in range(C):
+            moves = [(started[yi], 0.0, np.full(D, yi)),
+                     (value[K - 1, :D], rc.start, np.full(D, K - 1))]
+            if not rc.frozen:
+                other = a1 == yi
+                moves.append((np.where(other, m2, m1), rc.restart, np.where(other, a2, a1)))
+            for row, loss, origin in moves:
+                if yi == 0 and origin[0] == K - 1:
+                    continue  # idle before the start is the waiting state (relaxed above)
                 u = int(_units(counts[yi:yi + 1], frac, loss, job.quantum_ws)[0])
                 c = row + cost[yi]
                 if u > 0:
                     lo = max(0, D - u)
-                    i = int(np.argmin(c[lo:]))
-                    if c[lo + i] < done_cost:
-                        done_cost, done_from = float(c[lo + i]), (k, lo + i, yi)
+                    i = lo + int(np.argmin(c[lo:]))
+                    if c[i] < done_cost:
+                        done_cost, done_from = float(c[i]), (int(origin[i]), i, yi)
                 if D - u > 0:
-                    _relax(new, prev_k, prev_d, yi, c[:D - u], u, k)
+                    _relax(new, prev_k, prev_d, yi, c[:D - u], u, origin[:D - u])
         back.append((prev_k, prev_d))
         if np.isfinite(done_cost) and float(job.utility[j]) - done_cost > best_mu:
             best_mu, best = float(job.utility[j]) - done_cost, (j, done_from)
         value = new
-        if not np.isfinite(value).any() or (j + 1 < n and float(job.utility[j + 1]) <= best_mu):
-            break  # f is non-increasing and costs are >= 0: no later completion beats it
+        if j + 1 >= n:
+            break
+        bound = float((value[:, :D] + floor).min(initial=np.inf))
+        if float(job.utility[j + 1]) - bound <= best_mu + (tol if best is not None else 0.0):
+            break  # f is non-increasing: no later completion beats the best by more than NEAR
     if best is None:
         return None
     j_last, (k, d, yi) = best
@@ -129,6 +148,14 @@ def _best_dp(job: DPJob, wh: HostPrices, ph: HostPrices | None, n: int, rc: Rest
         k, d = int(pk[k, d]), int(pd[k, d])
     ys.reverse()
     return _place(job, wh, ph, ys, rc)
+
+
+def _unit_floor(job: DPJob, wh: HostPrices, ph: HostPrices | None) -> float:
+    """What one work unit costs at least: its worker-slots (and PS share) at price L."""
+    out = job.quantum_ws * wh.low * float(job.worker_demand.sum())
+    if ph is not None and job.ps_demand is not None and job.ps_ratio is not None:
+        out += job.quantum_ws * job.ps_ratio * ph.low * float(job.ps_demand.sum())
+    return out
 
 
 def _best_interval(job: DPJob, wh: HostPrices, ph: HostPrices | None, n: int, rc: RestartCosts
@@ -210,8 +237,9 @@ def _fixed(unit: FloatArray, room: IntArray, count: int, hosts: IntArray | None
 
 
 def _relax(new: FloatArray, prev_k: IntArray, prev_d: IntArray, nk: int, c: FloatArray,
-           shift: int, k: int) -> None:
-    """new[nk, d + shift] = min(new[nk, d + shift], c[d]), remembering where it came from."""
+           shift: int, origin: IntArray) -> None:
+    """new[nk, d + shift] = min(new[nk, d + shift], c[d]), remembering the predecessor state
+    ``origin[d]`` and units ``d``."""
     m = len(c)
     tgt = new[nk, shift:shift + m]
     better = c < tgt
@@ -219,7 +247,7 @@ def _relax(new: FloatArray, prev_k: IntArray, prev_d: IntArray, nk: int, c: Floa
         return
     idx = np.flatnonzero(better)
     tgt[idx] = c[idx]
-    prev_k[nk, shift + idx] = k
+    prev_k[nk, shift + idx] = origin[idx]
     prev_d[nk, shift + idx] = idx
 
 
