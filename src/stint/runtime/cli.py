@@ -267,6 +267,9 @@ def submit(
                                               "prints the array's id.")] = None,
     array_parallel: Annotated[int | None, typer.Option(help="Most tasks of the array that run "
                                                        "at once (default: no limit).")] = None,
+    ps: Annotated[int | None, typer.Option("--ps", help="Parameter servers of a stint.torch.ps "
+                                           "job, started beside its first worker "
+                                           "(STINT_PS_COUNT).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -274,6 +277,10 @@ def submit(
     if array_parallel is not None and array is None:
         _fail(ValueError("--array-parallel needs --array"))
     pairs = _env_pairs(env or [])
+    if ps is not None:
+        if ps < 1:
+            _fail(ValueError(f"--ps {ps}: a PS job needs at least one parameter server"))
+        pairs["STINT_PS_COUNT"] = str(ps)
     memory_max = _size_flag("--memory", memory)
     try:
         cwd: str | None = str((chdir or Path(os.getcwd())).absolute())

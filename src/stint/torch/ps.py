@@ -22,8 +22,9 @@ W and P: the shards are joined and cut again for the new P (shard reassignment).
 
 Environment (set by the control plane or :func:`launch_local`): the SDK's ``STINT_*`` variables
 (``STINT_WORLD_SIZE`` is W, ``STINT_RANK`` a worker's rank) plus ``STINT_ROLE`` (``worker`` or
-``ps``), ``STINT_PS_COUNT`` (P) and, on a PS, ``STINT_PS_RANK``. Run by hand without them, a
-script re-runs itself as one worker and one PS.
+``ps``), ``STINT_PS_COUNT`` (P, default 1) and, on a PS, ``STINT_PS_RANK``. Under an executor
+that starts workers only (no ``STINT_ROLE``), worker 0 starts the P parameter servers as its
+children. Run by hand without any of them, a script re-runs itself as one worker and one PS.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ PREEMPTED_EXIT_CODE = 75
 MODES = ("sync", "async")
 HELLO, PUSH, DONE = 0, 1, 2  # message kinds, worker -> PS
 _HDR = 4  # header: kind, round, flags, worker (to a PS); start round, stop round, 0, 0 (back)
+KEEP = 2  # complete PS checkpoints kept on disk
 STOP_FLAG = 1  # a worker was asked to stop
 FINISHED_FLAG = 2  # (on DONE) the worker ran every round
 
@@ -143,6 +145,20 @@ def newest_checkpoint(root: Path | None) -> dict[str, int] | None:
             out: dict[str, int] = json.loads(m.read_text())
             return out
     return None
+
+
+def _prune(root: Path, keep: int) -> None:
+    """Remove all but the newest ``keep`` complete rounds (and incomplete ones older than them)."""
+    rounds = sorted((root / "ps").glob("round-*"), reverse=True)
+    complete = [d for d in rounds if (d / "manifest.json").exists()]
+    if len(complete) <= keep:
+        return
+    oldest_kept = complete[keep - 1].name
+    for d in rounds:
+        if d.name < oldest_kept:
+            for f in d.iterdir():
+                f.unlink()
+            d.rmdir()
 
 
 def load_shard(root: Path, manifest: Mapping[str, int], lo: int, hi: int
@@ -263,6 +279,7 @@ class Server:
             (d / "manifest.json.tmp").write_text(json.dumps(
                 {"round": rnd, "servers": self.env.servers, "numel": self.numel}))
             os.replace(d / "manifest.json.tmp", d / "manifest.json")
+            _prune(root, KEEP)
         dist.barrier(group=self.group)
 
 
@@ -270,8 +287,10 @@ class Server:
 class PSJob:
     """A worker's handle on its parameter-server job. Build it with :func:`init`."""
 
-    def __init__(self, env: PSEnv, model: torch.nn.Module, mode: str) -> None:
+    def __init__(self, env: PSEnv, model: torch.nn.Module, mode: str,
+                 servers: Sequence[subprocess.Popen[bytes]] = ()) -> None:
         self.env, self.model, self.mode = env, model, mode
+        self.servers = list(servers)  # the PS processes this worker started (see init)
         self.params = [p for p in model.parameters() if p.requires_grad]
         numel = sum(p.numel() for p in self.params)
         self.bounds = shard_bounds(numel, env.servers)
@@ -303,6 +322,9 @@ class PSJob:
         self._send_all(DONE, rnd, flags=FINISHED_FLAG if rnd >= total else 0)
         self._receive()  # the final parameters
         dist.destroy_process_group()
+        codes = [p.wait() for p in self.servers]
+        if any(c not in (0, PREEMPTED_EXIT_CODE) for c in codes):
+            raise RuntimeError(f"stint.torch.ps: a parameter server failed (exit codes {codes})")
         signals.finished(self.env.rank == 0)
         if self.stopped:
             sys.stdout.flush()
@@ -362,9 +384,12 @@ def init(model: torch.nn.Module, *, lr: float, momentum: float = 0.0, mode: str 
         raise ValueError("stint.torch.ps: the parameter servers hold parameters only; a model "
                          "with floating-point buffers (BatchNorm's running statistics) would "
                          "keep them per worker: use a model without them")
-    if "STINT_ROLE" not in os.environ:
+    if "STINT_ROLE" not in os.environ and "STINT_RANK" not in os.environ:
         sys.exit(run_local([sys.executable, *sys.argv], 1, 1, logical_world_size or 1, ckpt_dir))
     env = read_ps_env(os.environ, logical_world_size, ckpt_dir)
+    servers: list[subprocess.Popen[bytes]] = []
+    if "STINT_ROLE" not in os.environ and env.rank == 0:
+        servers = _start_servers(env)  # under an executor that launches workers only
     signals.arm()
     dist.init_process_group("gloo", init_method=f"tcp://{env.master_addr}:{env.master_port}",
                             rank=env.global_rank, world_size=env.workers + env.servers,
@@ -377,7 +402,19 @@ def init(model: torch.nn.Module, *, lr: float, momentum: float = 0.0, mode: str 
         dist.destroy_process_group()
         sys.stdout.flush()
         os._exit(code)  # a PS runs none of the worker's script
-    return PSJob(env, model, mode)
+    return PSJob(env, model, mode, servers)
+
+
+def _start_servers(env: PSEnv) -> list[subprocess.Popen[bytes]]:
+    """Worker 0 of a job whose executor starts workers only: the P parameter servers, as its
+    children on its node (their output is its own)."""
+    cmd = [sys.executable, *sys.argv]
+    out = []
+    for k in range(env.servers):
+        child = dict(os.environ, STINT_ROLE="ps", STINT_PS_RANK=str(k),
+                     STINT_PS_COUNT=str(env.servers))
+        out.append(subprocess.Popen(cmd, env=child))
+    return out
 
 
 # -- a local launcher -----------------------------------------------------------------------------
