@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from rt_helpers import ServeProc, final_digest, kill_leftover_workers, wait_for
 
-PS_CNN = str(Path(__file__).resolve().parents[2] / "examples" / "ps_cnn.py")
+ROOT = Path(__file__).resolve().parents[2]
+PS_CNN = str(ROOT / "examples" / "ps_cnn.py")
 
 
 @pytest.mark.slow
@@ -25,7 +26,9 @@ def test_ps_job_resized_under_serve_ends_with_the_fixed_size_digest(tmp_path: Pa
     serve.start()
     try:
         job = int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--max-gpus", "2",
-                            "--logical-ranks", "2", "--ps", "2", "--", sys.executable, PS_CNN,
+                            "--logical-ranks", "2", "--ps", "2",
+                            "--env", f"PYTHONPATH={ROOT / 'src'}",  # this tree's stint.torch
+                            "--", sys.executable, PS_CNN,
                             "--steps", str(steps), "--sleep", "0.2", "--log-every", "5"))
         log_path = serve.jobs_dir / str(job) / "log.txt"
         wait_for(lambda: log_path.exists() and "step 5 digest" in log_path.read_text(), 180,

@@ -277,10 +277,6 @@ def submit(
     if array_parallel is not None and array is None:
         _fail(ValueError("--array-parallel needs --array"))
     pairs = _env_pairs(env or [])
-    if ps is not None:
-        if ps < 1:
-            _fail(ValueError(f"--ps {ps}: a PS job needs at least one parameter server"))
-        pairs["STINT_PS_COUNT"] = str(ps)
     memory_max = _size_flag("--memory", memory)
     try:
         cwd: str | None = str((chdir or Path(os.getcwd())).absolute())
@@ -291,7 +287,7 @@ def submit(
         "max_gpus": max_gpus, "tier": tier, "priority": priority, "deadline_s": deadline,
         "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
-        "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries}
+        "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries, "ps": ps}
     if array is not None:
         got = _call((server, data_dir, token),
                     lambda c: c.submit_array(array, array_parallel, **spec))
