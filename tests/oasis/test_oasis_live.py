@@ -164,3 +164,21 @@ def test_describe_groups_slots_of_equal_counts() -> None:
     pol.plan(_view(0.0, [JobStatus(_live_job(0, work=50.0))]))
     text = pol.describe("j0", "admitted")
     assert text.endswith("workers per slot: slots 0-9: 2")
+
+
+def test_an_overrunning_job_keeps_its_hosts_and_a_job_not_started_moves_after_it() -> None:
+    one = Cluster((Node("n0", Resources(gpu=2)),))
+    pol = OASiS(slot_s=5)
+    first, second = JobStatus(_live_job(0, work=20.0)), JobStatus(_live_job(1, work=20.0))
+    plan = pol.plan(ClusterView(0.0, one, [first, second], [2], _Rate()))
+    last = pol.committed["j0"][1].last_slot
+    assert pol.committed["j1"][1].workers[: last + 1].sum() == 0  # booked after j0
+    running = replace(first, phase=Phase.RUNNING, allocation=plan.allocations["j0"],
+                      work_done=20.0)
+    plan = pol.plan(ClusterView((last + 1) * 5.0, one, [running, second], [0], _Rate()))
+    assert "j0" not in plan.allocations and "j0" not in plan.reject  # not stopped
+    assert "j1" in pol.committed and "j1" not in plan.reject  # still admitted, planned later
+    j1 = pol.committed["j1"][1]
+    assert j1.start_slot + int(np.flatnonzero(j1.workers.sum(axis=1))[0]) > \
+        pol.committed["j0"][1].last_slot
+    assert "ran past its estimate" in plan.explain["j1"]

@@ -198,7 +198,9 @@ class OASiS(PolicyBase):
             if st.job_id not in self.decided and st.phase == Phase.QUEUED:
                 self.decide(st.spec, now_slot, plan, known=st.known_work, now=view.now)
             elif self.redecide_overrun and self._overran(st.job_id, now_slot):
-                self.redecide(st, view.now, now_slot, plan)
+                waiting = {w.job_id: w for w in view.jobs
+                           if w.phase == Phase.QUEUED and w.job_id in self.committed}
+                self.redecide(st, view.now, now_slot, plan, waiting)
         if freed and self.pull_forward:
             for st in view.jobs:
                 if st.job_id in self.committed and st.phase == Phase.QUEUED:
@@ -246,17 +248,26 @@ class OASiS(PolicyBase):
         quanta = max(self.max_quanta, RESTART_QUANTA) if costed else self.max_quanta
         return dp_job(spec, slot, end, self.slot_s, self.groups, quanta, fraction, costed)
 
-    def redecide(self, st: JobStatus, now: float, now_slot: int, plan: Plan) -> None:
+    def redecide(self, st: JobStatus, now: float, now_slot: int, plan: Plan,
+                 waiting: dict[str, JobStatus] | None = None) -> None:
         """A job still active after its schedule ended (its length was an estimate): Alg. 1
         again for the work it has left, from this slot (continuing on its current workers costs
-        no restart)."""
+        no restart). A running one that would be stopped for admitted jobs that have not started
+        (``waiting``) keeps its workers, and they are planned after it, if they all still can be
+        (``_displace``)."""
         spec = st.spec
         self._release(spec.job_id, now_slot)
         fraction = st.known_remaining_at(now) / spec.work or 1.0 / 64  # what it is believed to have left
         end = self.end_slot if self.end_slot is not None else now_slot + self.horizon
         job = self._job(spec, now_slot, end, fraction)
-        sched = None if isinstance(job, str) else self._schedule(job, end,
-                                                                 self._costs(now, now_slot, st))
+        rc = self._costs(now, now_slot, st)
+        sched = None if isinstance(job, str) else self._schedule(job, end, rc)
+        if (not isinstance(job, str) and waiting and rc.hosts_now is not None
+                and not self._continues(sched, rc, now_slot)
+                and self._displace(st, job, end, rc, now, now_slot, waiting, plan)):
+            plan.explain[spec.job_id] = self.describe(spec.job_id, "re-admitted for the work "
+                                                      "left, on its workers")
+            return
         if isinstance(job, str) or sched is None or sched.payoff <= 0:
             why = job if isinstance(job, str) else self._why(spec, job, sched, end, now)
             plan.reject[spec.job_id] = ("oasis: it ran past the end of its committed schedule "
@@ -264,6 +275,62 @@ class OASiS(PolicyBase):
             return
         self._commit(spec.job_id, job, sched)
         plan.explain[spec.job_id] = self.describe(spec.job_id, "re-admitted for the work left")
+
+    @staticmethod
+    def _continues(sched: Schedule | None, rc: RestartCosts, now_slot: int) -> bool:
+        """Does the schedule keep the job running now, on the workers it holds?"""
+        return (sched is not None and sched.payoff > 0 and sched.start_slot == now_slot
+                and rc.hosts_now is not None and np.array_equal(sched.workers[0], rc.hosts_now))
+
+    def _displace(self, st: JobStatus, job: DPJob, end: int, rc: RestartCosts, now: float,
+                  now_slot: int, waiting: dict[str, JobStatus], plan: Plan) -> bool:
+        """A running job that overran would be stopped for admitted jobs that have not started:
+        plan it first, on its workers, and those jobs again after it, if every one of them
+        still has a schedule of positive payoff (else nothing changes). True if done."""
+        movable = [w for w in waiting.values() if w.job_id in self.committed]
+        if not movable:
+            return False
+        old = {w.job_id: self.committed[w.job_id] for w in movable}
+        for w in movable:
+            self._release(w.job_id, now_slot)
+        moved: list[str] = []
+        ok = False
+        cont = self._schedule(job, end, rc)
+        if self._continues(cont, rc, now_slot):
+            assert cont is not None
+            self._commit(st.job_id, job, cont)
+            moved.append(st.job_id)
+            ok = True
+            for w in movable:
+                w_end = self.end_slot if self.end_slot is not None else now_slot + self.horizon
+                new_job = self._job(w.spec, now_slot, w_end, w.known_remaining_at(now) / w.spec.work)
+                new = None if isinstance(new_job, str) else self._schedule(
+                    new_job, w_end, self._costs(now, now_slot))
+                if isinstance(new_job, str) or new is None or new.payoff <= 0:
+                    ok = False
+                    break
+                self._commit(w.job_id, new_job, new)
+                moved.append(w.job_id)
+        if not ok:  # undo: every admitted job keeps its schedule
+            for job_id in moved:
+                self._release(job_id, now_slot)
+            for job_id, (j, sched) in old.items():
+                self._restore(job_id, j, sched, now_slot)
+            return False
+        for w in movable:
+            plan.explain[w.job_id] = self.describe(
+                w.job_id, f"planned again after job {st.job_id}, which ran past its estimate")
+        return True
+
+    def _restore(self, job_id: str, job: DPJob, sched: Schedule, now_slot: int) -> None:
+        """Book again the part of ``sched`` from ``now_slot`` on (``_release`` gave it back)."""
+        assert self.worker_prices is not None
+        keep = max(0, now_slot - sched.start_slot)
+        if keep < sched.workers.shape[0]:
+            commit(job, Schedule(sched.start_slot + keep, sched.last_slot, sched.workers[keep:],
+                                 sched.ps[keep:], sched.utility, 0.0),
+                   self.worker_prices, self.ps_prices)
+        self.committed[job_id] = (job, sched)
 
     def decide(self, spec: JobSpec, now_slot: int, plan: Plan, known: float | None = None,
                now: float | None = None) -> Schedule | None:
