@@ -4,6 +4,7 @@ shards cut again); asynchronous mode trains, stops at a round every worker reach
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -83,7 +84,8 @@ def _digest(out: str, steps: int) -> str:
 
 
 @pytest.mark.slow
-def test_sync_mode_is_bitwise_equal_across_counts_and_a_resize(tmp_path: Path) -> None:
+def test_sync_mode_is_bitwise_equal_across_counts_and_a_resize(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     steps = 8
     code, ref = _run(1, 1, "--steps", str(steps))
     assert code == 0
@@ -96,8 +98,13 @@ def test_sync_mode_is_bitwise_equal_across_counts_and_a_resize(tmp_path: Path) -
     assert code == ps.PREEMPTED_EXIT_CODE and "done step" not in first
     m = ps.newest_checkpoint(ck)
     assert m is not None and 2 <= m["round"] < steps and m["servers"] == 1
+    status = tmp_path / "status.json"
+    monkeypatch.setenv("STINT_STATUS_FILE", str(status))  # worker 0 reports there
     code, second = _run(4, 3, "--steps", str(steps), ckpt=ck)  # more workers, more PSs
     assert code == 0 and _digest(second, steps) == want
+    report = json.loads(status.read_text())
+    assert (report["state"], report["step"], report["total_steps"]) == ("finished", steps, steps)
+    assert (report["world_size"], report["ps"]) == (4, 3)
     last = ps.newest_checkpoint(ck)
     assert last is not None and (last["round"], last["servers"]) == (steps, 3)
 

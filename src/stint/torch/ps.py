@@ -34,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -68,6 +69,7 @@ class PSEnv:
     ckpt_dir: Path | None
     master_addr: str
     master_port: int
+    status_file: Path | None = None  # worker 0 reports its round there (the SDK's format)
 
     @property
     def global_rank(self) -> int:
@@ -104,7 +106,8 @@ def read_ps_env(env: Mapping[str, str], logical: int | None, ckpt_dir: str | Non
     ck = env.get("STINT_CKPT_DIR") or ckpt_dir
     return PSEnv(role, rank, w, p, lws, Path(ck) if ck else None,
                  env.get("STINT_MASTER_ADDR") or env.get("MASTER_ADDR") or "127.0.0.1",
-                 _int(env, "STINT_MASTER_PORT", _int(env, "MASTER_PORT", 29500)))
+                 _int(env, "STINT_MASTER_PORT", _int(env, "MASTER_PORT", 29500)),
+                 Path(env["STINT_STATUS_FILE"]) if env.get("STINT_STATUS_FILE") else None)
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
@@ -300,6 +303,8 @@ class PSJob:
         self.stopped = False
         self.start_round = 0
         self._stop_at = -1
+        self.total = 0
+        self._status_at = -1e9
 
     # the loop
     def steps(self, total: int) -> Iterator[int]:
@@ -307,8 +312,10 @@ class PSJob:
         self._send_all(HELLO, 0)
         self._receive()
         rnd = self.start_round
+        self.total = total
         while rnd < total:
             self.step, self._slot = rnd, 0
+            self._status("running")
             yield rnd
             if self._slot != len(self.env.hosted):
                 raise RuntimeError(f"round {rnd}: {self._slot} of the {len(self.env.hosted)} "
@@ -319,6 +326,8 @@ class PSJob:
             if self._stop_at >= 0 and rnd >= self._stop_at:
                 self.stopped = rnd < total
                 break
+        self.step = rnd
+        self._status("finished" if rnd >= total else "preempted", force=True)
         self._send_all(DONE, rnd, flags=FINISHED_FLAG if rnd >= total else 0)
         self._receive()  # the final parameters
         dist.destroy_process_group()
@@ -340,6 +349,21 @@ class PSJob:
                     for p in self.params]
             self.grads[i] = torch.cat(flat)
             self._slot = i + 1
+
+    def _status(self, state: str, force: bool = False) -> None:
+        """Worker 0's progress report in the SDK's status format (``step`` of ``total_steps``)
+        at most once a second (``force``: now)."""
+        path = self.env.status_file
+        now = time.monotonic()
+        if path is None or self.env.rank != 0 or (not force and now - self._status_at < 1.0):
+            return
+        self._status_at = now
+        body = {"state": state, "step": self.step, "total_steps": self.total,
+                "rank": 0, "world_size": self.env.workers, "ps": self.env.servers,
+                "logical_world_size": self.env.logical}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, path)
 
     # messages
     def _send_all(self, kind: int, rnd: int, push: bool = False, flags: int = 0) -> None:
