@@ -20,8 +20,8 @@ class RecordingOASiS(OASiS):
         super().__init__(**kw)
         self.log = {}
 
-    def decide(self, spec, now_slot, plan, known=None):
-        sched = super().decide(spec, now_slot, plan, known)
+    def decide(self, spec, now_slot, plan, known=None, now=None):
+        sched = super().decide(spec, now_slot, plan, known, now)
         if sched is not None:
             self.log[spec.job_id] = sched
         return sched
@@ -91,20 +91,35 @@ def test_oasis_admits_and_rejects_worthless_job_and_reissues_each_slot():
     assert all(c.nodes[n].role == "ps" for n, _ in a.ps)
 
 
-def test_mid_slot_arrival_is_planned_from_the_next_slot():
+def test_mid_slot_arrival_is_planned_into_the_current_slot():
     c = _cluster()
     j = _job("late")
     j = ps_job("late", 1800.0, chunks=4, minibatches=10, epochs=4, tau_s=30.0, grad_mb=100.0,
                worker_demand=j.worker_demand, ps_demand=j.ps_demand, utility=j.utility)
     pol = OASiS(slot_s=3600.0, end_slot=10)
     plan = pol.plan(replace(_view(c, [j], now=1800.0), explain=True))
-    assert "late" not in plan.allocations  # nothing this (already started) slot
-    assert pol.committed["late"][1].start_slot == 1
-    # asked why it waits (``ClusterView.explain``, as the live controller does): its slot
-    assert str(plan.waiting["late"]) == ("admitted: oasis: admitted for slot 1 (starts at 3600 s "
-                                         "on the store's clock)")
+    assert plan.allocations["late"].num_workers > 0  # it starts now, in the slot under way
+    sched = pol.committed["late"][1]
+    assert sched.start_slot == 0 and sched.workers[0].sum() > 0
     assert plan.explain["late"].startswith("oasis: admitted (payoff μ = ")
-    assert pol.allocation_at("late", 1).num_workers > 0
+    # the half slot ahead does half a slot's work: the same job arriving on the boundary
+    # needs fewer workers (or slots) than this one
+    on_time = OASiS(slot_s=3600.0, end_slot=10)
+    on_time.plan(_view(c, [replace(j, arrival_s=0.0)], now=0.0))
+    whole = on_time.committed["late"][1]
+    assert whole.workers.sum() <= sched.workers.sum()
+    assert whole.workers[0].sum() * 0.5 < sched.workers[0].sum() or sched.last_slot > 0
+
+
+def test_mid_slot_arrival_waits_for_its_slot_in_the_paper_rule():
+    """``decide`` without ``now`` (the paper's setting): from the next slot boundary."""
+    from stint.model.allocation import Plan
+    c = _cluster()
+    j = replace(_job("late"), arrival_s=1800.0)
+    pol = OASiS(slot_s=3600.0, end_slot=10, restart_s=0.0)
+    pol.setup(c)
+    pol.decide(j, 0, Plan())
+    assert pol.committed["late"][1].start_slot == 1
 
 
 def test_plain_jobspec_without_ps_is_scheduled_in_worker_slots():

@@ -67,9 +67,34 @@ def test_oasis_admits_rejects_and_finishes_every_job_slot_by_slot(tmp_path: Path
         kill_leftover_workers(serve.data_dir)
     states = [d["state"] for d in details]
     assert states[:5] == ["succeeded"] * 5, [d["reason"] for d in details]
-    assert states[5] == "rejected" and "μ" in details[5]["reason"]
+    assert states[5] == "rejected" and "deadline" in details[5]["reason"]
     assert all(d["decision"] and "oasis: admitted" in d["decision"] for d in details[:5])
     assert "decision" in shown and "workers per slot" in shown
+
+
+@pytest.mark.slow
+def test_oasis_admits_jobs_without_a_declared_length_on_an_idle_cluster(tmp_path: Path) -> None:
+    """Five 2-GPU jobs with no --est-s, no deadline, no priority on an idle 2 x 2 cluster with
+    5 s slots: none stays queued, the admitted ones run at once or when a job ends early, and a
+    rejection names its cause and what to change."""
+    serve = _serve(tmp_path, "--policy", "oasis", "--policy-opt", "slot_s=5")
+    try:
+        ids = [int(serve.cli("submit", "--gpus", "2", "--min-gpus", "1", "--max-gpus", "2", "--",
+                             *counter_cmd(30, tmp_path / f"out{i}"))) for i in range(5)]
+        details = _all_end(serve, ids, 400)
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+    states = [d["state"] for d in details]
+    assert "queued" not in states and states.count("succeeded") >= 1, states
+    for d in details:
+        if d["state"] == "rejected":
+            assert "oasis: not admitted" in d["reason"] and "--" in d["reason"], d["reason"]
+        else:
+            assert d["state"] == "succeeded", d["reason"]
+    # one restart costs more than a 5 s slot: an admitted job ran on one attempt
+    assert all(d["attempt"] == 1 for d in details if d["state"] == "succeeded"), \
+        [d["attempt"] for d in details]
 
 
 @pytest.mark.slow

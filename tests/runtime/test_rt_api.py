@@ -175,6 +175,21 @@ def test_a_size_that_does_not_divide_the_logical_ranks_is_refused(api: TestClien
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "est_s"]
 
 
+def test_a_parameter_server_job_keeps_its_server_count(api: TestClient, store: Store,
+                                                       admin: str) -> None:
+    from stint.runtime.controller import _task_env
+
+    h = auth(admin)
+    job = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2, "ps": 3}, headers=h).json()
+    assert job["ps"] == 3 and api.get(f"/v1/jobs/{job['id']}", headers=h).json()["ps"] == 3
+    row = store.get_job(job["id"])
+    assert row is not None and _task_env(row)["STINT_PS_COUNT"] == "3"  # worker 0 starts them
+    plain = api.post("/v1/jobs", json={"command": ["x"]}, headers=h).json()
+    assert plain["ps"] is None
+    r = api.post("/v1/jobs", json={"command": ["x"], "ps": 0}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ps"]
+
+
 def test_nodes_show_a_user_only_their_own_jobs(api: TestClient, store: Store, admin: str) -> None:
     from sqlalchemy import update
 

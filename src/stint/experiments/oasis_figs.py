@@ -41,7 +41,8 @@ class Task:
 
 def build_policy(name: str, wl: Workload, **params: Any) -> Policy:
     """The named policy, configured for the workload's slots (OASiS: U, L from the workload)."""
-    if name.startswith("oasis"):
+    if name.startswith("oasis"):  # the paper's setting: restarts are free, plans never revised
+        params = {"restart_s": 0.0, "pull_forward": False, **params}
         return make(name, slot_s=wl.slot_s, end_slot=wl.horizon, history=wl.jobs, **params)
     if name == "rrh":
         return make(name, slot_s=wl.slot_s, **params)

@@ -36,6 +36,9 @@ class DPJob:
     worker_demand: FloatArray
     ps_demand: FloatArray | None
     utility: FloatArray
+    # The worker counts the job can run on, ascending (``JobSpec.feasible_counts``); read by
+    # the DP that prices restarts (``oasis_restart``), which plans only these counts.
+    counts: tuple[int, ...] = ()
 
     def workers_for(self, d: IntArray) -> IntArray:
         """Workers needed to process ``d`` units in one slot: ``ceil(d · M_i(τ_i + 2e_i/b_i))``."""
@@ -284,3 +287,15 @@ def commit(job: DPJob, sched: Schedule, wh: HostPrices, ph: HostPrices | None,
             wh.add(t, sign * sched.workers[j], job.worker_demand)
         if ph is not None and job.ps_demand is not None and sched.ps[j].any():
             ph.add(t, sign * sched.ps[j], job.ps_demand)
+
+
+def schedule_cost(job: DPJob, sched: Schedule, wh: HostPrices, ph: HostPrices | None) -> float:
+    """What the schedule costs at the current prices (eq. 19's dual terms)."""
+    total = 0.0
+    for j in range(sched.workers.shape[0]):
+        t = sched.start_slot + j
+        if sched.workers[j].any():
+            total += float(sched.workers[j] @ wh.unit_price(t, t + 1, job.worker_demand)[0])
+        if ph is not None and job.ps_demand is not None and sched.ps[j].any():
+            total += float(sched.ps[j] @ ph.unit_price(t, t + 1, job.ps_demand)[0])
+    return total

@@ -23,7 +23,7 @@ import numpy as np
 from stint.model.allocation import Plan
 from stint.policies.base import ClusterView, JobStatus
 from stint.policies.oasis import OASiS, dp_job
-from stint.policies.oasis_core import DPJob, Schedule, best_schedule, commit
+from stint.policies.oasis_core import DPJob, Schedule, best_schedule, commit, schedule_cost
 from stint.policies.registry import register
 
 
@@ -61,7 +61,8 @@ class OASiSReplan(OASiS):
         old_payoff = -math.inf  # the old plan ran out with work left (mechanism costs): re-plan
         if rest is not None:
             commit(job, rest, self.worker_prices, self.ps_prices, sign=-1)
-            old_payoff = rest.utility - self._cost(job, rest)
+            old_payoff = rest.utility - schedule_cost(job, rest, self.worker_prices,
+                                                       self.ps_prices)
         new_job = self._remaining_job(st, now, remaining)
         new = None
         if not isinstance(new_job, str):
@@ -87,19 +88,6 @@ class OASiSReplan(OASiS):
         fraction = min(st.known_work, remaining + penalty) / spec.work
         end = self.end_slot if self.end_slot is not None else now + self.horizon
         return dp_job(spec, now, end, self.slot_s, self.groups, self.max_quanta, fraction)
-
-    def _cost(self, job: DPJob, sched: Schedule) -> float:
-        """What the schedule costs at the current prices (eq. 19's dual terms)."""
-        assert self.worker_prices is not None
-        total = 0.0
-        for j in range(sched.workers.shape[0]):
-            t = sched.start_slot + j
-            total += float(sched.workers[j] @ self.worker_prices.unit_price(
-                t, t + 1, job.worker_demand)[0])
-            if self.ps_prices is not None and job.ps_demand is not None and sched.ps[j].any():
-                total += float(sched.ps[j] @ self.ps_prices.unit_price(
-                    t, t + 1, job.ps_demand)[0])
-        return total
 
 
 def _tail(s: Schedule, now: int) -> Schedule | None:

@@ -533,7 +533,7 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
                   deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
-                  logical_ranks=body.logical_ranks, os_user=os_user, cwd=body.cwd,
+                  logical_ranks=body.logical_ranks, ps_count=body.ps, os_user=os_user, cwd=body.cwd,
                   env=dict(body.env), memory_max=body.memory_max, pids_max=body.pids_max,
                   time_limit_s=body.time_limit_s, hang_s=body.hang_s,
                   max_retries=body.max_retries, gpu_types=tuple(dict.fromkeys(body.gpu_types)))

@@ -279,6 +279,9 @@ def submit(
     gpu_type: Annotated[str | None, typer.Option(help="Accelerator types the job may run on, "
                                                  "comma-separated, e.g. a100,v100 (default: "
                                                  "any); it runs on one at a time.")] = None,
+    ps: Annotated[int | None, typer.Option("--ps", help="Parameter servers of a stint.torch.ps "
+                                           "job, started beside its first worker "
+                                           "(STINT_PS_COUNT).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -297,7 +300,8 @@ def submit(
         "est_s": est_s, "total_steps": steps, "logical_ranks": logical_ranks, "cwd": cwd,
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
         "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries,
-        "gpu_types": [t.strip() for t in gpu_type.split(",") if t.strip()] if gpu_type else None}
+        "gpu_types": [t.strip() for t in gpu_type.split(",") if t.strip()] if gpu_type else None,
+        "ps": ps}
     if test_only:
         if array is not None:
             _fail(ValueError("--test-only takes a single job, not --array"))

@@ -1138,10 +1138,13 @@ class _Lookup(Mapping[str, Any]):
 
 
 def _task_env(job: Job) -> dict[str, str]:
-    """The job's own environment, and a task of an array its index (``STINT_ARRAY_INDEX``)."""
+    """The job's own environment, a task of an array its index (``STINT_ARRAY_INDEX``), a
+    parameter-server job its server count (``STINT_PS_COUNT``)."""
     env: dict[str, str] = json.loads(job.env or "{}")
     if job.array_index is not None:
         env["STINT_ARRAY_INDEX"] = str(job.array_index)
+    if job.ps_count is not None:  # a stint.torch.ps job: its worker 0 starts the servers
+        env["STINT_PS_COUNT"] = str(job.ps_count)
     return env
 
 

@@ -66,6 +66,8 @@ class JobIn(BaseModel):
     total_steps: int | None = Field(default=None, ge=1, le=MAX_ID)
     # The SDK's logical ranks (default ``max_gpus``): the job runs on their divisors only.
     logical_ranks: int | None = Field(default=None, ge=1, le=4096)
+    # Parameter servers of a stint.torch.ps job (its worker 0 starts them: STINT_PS_COUNT).
+    ps: int | None = Field(default=None, ge=1, le=256)
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
                                                                      max_length=256)
@@ -255,6 +257,7 @@ class JobOut(BaseModel):
     est_s: float | None
     total_steps: int | None
     worker_counts: list[int]  # the worker counts the job can run on
+    ps: int | None  # parameter servers of a stint.torch.ps job (None: not one)
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
     # Forecast (re)start of a waiting job and finish of an unfinished one, wall seconds
@@ -312,6 +315,7 @@ class JobOut(BaseModel):
             cancel_requested=job.cancel_requested, est_s=job.est_s, total_steps=job.total_steps,
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
+            ps=job.ps_count,
             target={node_name(node_names, n): c for n, c in load_alloc(job.target).workers},
             decision=job.decision,
             est_start_at=job.est_start_at if job.state in _WAITING else None,

@@ -169,6 +169,7 @@ class NewJob:
     est_s: float | None = None
     total_steps: int | None = None
     logical_ranks: int | None = None
+    ps_count: int | None = None  # parameter servers of a stint.torch.ps job
     os_user: str | None = None  # the OS account it runs as (None: the control plane's)
     cwd: str | None = None  # its working directory (None: the account's home)
     env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
@@ -620,7 +621,7 @@ def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
         "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
         "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
         "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
-        "work_done": 0.0,
+        "ps_count": spec.ps_count, "work_done": 0.0,
         "state": str(JobState.QUEUED), "reason": SUBMITTED, "attempt": 0, "allocation": "[]",
         "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
         "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,

@@ -108,6 +108,9 @@ class Job(Base):
     est_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     logical_ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Parameter servers of a ``stint.torch.ps`` job (None: not one): its worker 0 starts them,
+    # told by ``STINT_PS_COUNT``.
+    ps_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     work_done: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     decision: Mapped[str | None] = mapped_column(Text, nullable=True)  # the policy's ``explain``
     # The controller's forecast (``sim.forecast``), wall seconds; None: none, or not within it.
