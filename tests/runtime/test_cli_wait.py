@@ -85,7 +85,8 @@ def test_logs_follow_and_wait_exit_with_the_jobs_outcome(tmp_path: Path) -> None
         assert [r["ID"] for r in _table(serve.cli("jobs", "--limit", "1"))[1:]] == [big]
         assert [r["ID"] for r in _table(serve.cli("jobs", "--user", "bob"))[1:]] == []
         shown = _fields(serve.cli("show", big))
-        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in \w+\)", shown["est_start_at"])
+        assert re.fullmatch(r"in \w+ \(\w+-\w+\) \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)",
+                            shown["est_start_at"])  # relative, its band, then the clock time
         assert shown["allocation"] == "-" and shown["first_start_at"] == "-"
         done = _fields(serve.cli("show", ok))
         assert done["est_start_at"] == done["est_finish_at"] == "-"  # no forecast once it ended

@@ -81,7 +81,8 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
     row.locator(".reason:has-text('capacity')").wait_for(timeout=15_000)
     row.locator(".position:text-is('1')").wait_for(timeout=20_000)  # forecasts: every 10 s
     # the filler declared 20 s: the waiter starts when it ends (FIFO), within those 20 s
-    assert re.fullmatch(r"in \d+s \(\d\d:\d\d:\d\d\)", row.locator(".est").inner_text())
+    assert re.fullmatch(r"in \d+s \(\d\d:\d\d:\d\d, between \d\d:\d\d:\d\d and \d\d:\d\d:\d\d\)",
+                        row.locator(".est").inner_text())
     assert "needs 1 GPUs, 0 free" in row.locator(".reason").inner_text()
     assert "nothing else arrives" in page.inner_text("#basis")
 

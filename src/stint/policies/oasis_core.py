@@ -121,6 +121,10 @@ def fill_costs(unit: FloatArray, room: IntArray, ymax: int) -> FloatArray:
     ``unit`` and ``room`` have shape (n, S). Returns (n, ymax + 1); +inf where the tasks don't fit.
     """
     n, s = unit.shape
+    if n == 0 or s == 0:  # no slot, or no host of the kind: only zero tasks fit
+        empty: FloatArray = np.full((n, ymax + 1), np.inf)
+        empty[:, 0] = 0.0
+        return empty
     order = np.argsort(unit, axis=1, kind="stable")  # ties: lower host index first
     p = np.take_along_axis(unit, order, axis=1)
     c = np.minimum(np.take_along_axis(room, order, axis=1), ymax)

@@ -66,8 +66,11 @@ class OASiSReplan(OASiS):
         new_job = self._remaining_job(st, now, remaining)
         new = None
         if not isinstance(new_job, str):
-            new = best_schedule(new_job, self.worker_prices, self.ps_prices, new_job.arrival_slot
-                                + len(new_job.utility))
+            end = new_job.arrival_slot + len(new_job.utility)
+            self.worker_prices.ensure_slots(end)
+            if self.ps_prices is not None:
+                self.ps_prices.ensure_slots(end)
+            new = best_schedule(new_job, self.worker_prices, self.ps_prices, end)
         if isinstance(new_job, str) or new is None or new.payoff <= old_payoff + self.min_gain:
             if rest is not None:
                 commit(job, rest, self.worker_prices, self.ps_prices)
