@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from builders import wait_for  # type: ignore[import-not-found]
 
 from stint.runtime.executor import JobExit, WorkerLaunch
 from stint.runtime.executor.supervised import SupervisedExecutor
@@ -67,14 +68,6 @@ def gang(
         )
         for r in range(n)
     ]
-
-
-def wait_for(pred: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def wait_ready(tmp: Path, job: str, n: int = 1) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fleet_helpers import fleet, job
+from builders import fleet, fleet_job  # type: ignore[import-not-found]
 
 from stint.model.fleet import Fleet, FleetFailure, FleetJob, draw_sizes
 from stint.perf.scaling import ScalingModel
@@ -40,7 +40,7 @@ def _by_id(res):  # type: ignore[no-untyped-def]
 
 def test_static_keeps_jobs_on_their_data_cluster_and_gain_spreads_them() -> None:
     fl = fleet(("a", "r0", 1), ("b", "r0", 1))
-    jobs = [job("j1", 0.0, 1000.0), job("j2", 0.0, 1000.0)]
+    jobs = [fleet_job("j1", 0.0, 1000.0), fleet_job("j2", 0.0, 1000.0)]
     static = _by_id(_run(fl, jobs, "static"))
     assert [static[j].cluster for j in ("j1", "j2")] == ["a", "a"]
     assert static["j2"].finish_s == 2000.0
@@ -52,7 +52,7 @@ def test_static_keeps_jobs_on_their_data_cluster_and_gain_spreads_them() -> None
 def test_gain_stays_when_the_copy_costs_more_than_the_wait() -> None:
     # 1000 GB of data over 10 Gbit/s is 800 s; waiting for j1 costs 100 s.
     fl = fleet(("a", "r0", 1), ("b", "r1", 1))
-    jobs = [job("j1", 0.0, 100.0), job("j2", 0.0, 100.0, data_gb=1000.0)]
+    jobs = [fleet_job("j1", 0.0, 100.0), fleet_job("j2", 0.0, 100.0, data_gb=1000.0)]
     gain = _by_id(_run(fl, jobs, "gain"))
     assert gain["j2"].cluster == "a" and gain["j2"].finish_s == 200.0
 
@@ -60,7 +60,7 @@ def test_gain_stays_when_the_copy_costs_more_than_the_wait() -> None:
 def test_a_failed_cluster_loses_work_since_the_last_checkpoint_and_resumes_elsewhere() -> None:
     down = FleetFailure("cluster", "a", 4000.0, 9000.0)
     fl = fleet(("a", "r0", 1), ("b", "r0", 1), failures=(down,))
-    res = _run(fl, [job("j1", 0.0, 10000.0, ckpt_gb=10.0)], "gain")
+    res = _run(fl, [fleet_job("j1", 0.0, 10000.0, ckpt_gb=10.0)], "gain")
     r = _by_id(res)["j1"]
     # checkpoints at 1800 and 3600: 400 s lost; copy 10 GB at 40 Gbit/s = 2 s, restart 30 s
     assert r.cluster == "b" and r.cluster_moves == 1 and r.region_moves == 0
@@ -73,7 +73,7 @@ def test_a_failed_cluster_loses_work_since_the_last_checkpoint_and_resumes_elsew
 def test_static_holds_a_downed_regions_jobs_until_it_is_back() -> None:
     down = FleetFailure("region", "r0", 100.0, 5000.0)
     fl = fleet(("a", "r0", 1), ("b", "r1", 1), failures=(down,))
-    jobs = [job("j1", 0.0, 1000.0), job("j2", 200.0, 1000.0)]
+    jobs = [fleet_job("j1", 0.0, 1000.0), fleet_job("j2", 200.0, 1000.0)]
     static = _by_id(_run(fl, jobs, "static"))
     # no checkpoint yet at 100 s: all 100 s are lost and it starts again from nothing; it has
     # run before (its first start carries over), so a's engine resumes it: 30 s of restart
@@ -88,7 +88,7 @@ def test_static_holds_a_downed_regions_jobs_until_it_is_back() -> None:
 def test_a_cut_region_keeps_running_but_takes_nothing_new() -> None:
     cut = FleetFailure("network", "r0", 10.0, 5000.0)
     fl = fleet(("a", "r0", 1), ("b", "r1", 1), failures=(cut,))
-    res = _by_id(_run(fl, [job("j1", 0.0, 1000.0), job("j2", 20.0, 100.0)], "static"))
+    res = _by_id(_run(fl, [fleet_job("j1", 0.0, 1000.0), fleet_job("j2", 20.0, 100.0)], "static"))
     assert res["j1"].finish_s == 1000.0 and res["j1"].lost_gpu_s == 0.0  # ran through the cut
     assert res["j2"].finish_s == pytest.approx(5100.0)  # held until the region is reachable
 
@@ -96,7 +96,7 @@ def test_a_cut_region_keeps_running_but_takes_nothing_new() -> None:
 def test_gain_moves_a_waiting_job_when_another_cluster_frees() -> None:
     down = FleetFailure("cluster", "b", 0.0, 1000.0)
     fl = fleet(("a", "r0", 1), ("b", "r0", 1), failures=(down,))
-    jobs = [job("j1", 0.0, 10000.0), job("j2", 1.0, 10000.0)]
+    jobs = [fleet_job("j1", 0.0, 10000.0), fleet_job("j2", 1.0, 10000.0)]
     res = _by_id(_run(fl, jobs, "gain", opts=("period_s=300",)))
     assert res["j2"].cluster == "b" and res["j2"].cluster_moves == 1
     assert res["j2"].finish_s == pytest.approx(1200.0 + 10000.0)  # the first period after b is back
@@ -105,7 +105,7 @@ def test_gain_moves_a_waiting_job_when_another_cluster_frees() -> None:
 @pytest.mark.parametrize("scheduler", ["gain", "static", "least-loaded"])
 def test_a_job_larger_than_every_cluster_is_never_placed(scheduler: str) -> None:
     fl = fleet(("a", "r0", 1), ("b", "r1", 1))
-    res = _by_id(_run(fl, [job("big", 0.0, 100.0, gpus=16), job("j", 0.0, 100.0)], scheduler))
+    res = _by_id(_run(fl, [fleet_job("big", 0.0, 100.0, gpus=16), fleet_job("j", 0.0, 100.0)], scheduler))
     assert res["big"].rejected == "never placed" and res["big"].attainment == 0.0
     assert res["j"].finish_s == 100.0
 
@@ -113,7 +113,7 @@ def test_a_job_larger_than_every_cluster_is_never_placed(scheduler: str) -> None
 def test_a_node_failure_is_the_clusters_own() -> None:
     # the job holds node 0; it is preempted there (no work lost) and resumes on node 1 (30 s)
     fl = fleet(("a", "r0", 2), failures=(FleetFailure("node", "a/0", 100.0, 200.0),))
-    r = _by_id(_run(fl, [job("j", 0.0, 1000.0)], "gain"))["j"]
+    r = _by_id(_run(fl, [fleet_job("j", 0.0, 1000.0)], "gain"))["j"]
     assert r.cluster == "a" and r.lost_gpu_s == 0.0 and r.cluster_moves == 0
     assert r.finish_s == pytest.approx(1030.0)
 
@@ -122,8 +122,8 @@ def test_utilization_is_over_the_gpus_up_and_warmup_jobs_count_only_there() -> N
     # a (8 GPUs) is down for half of the window [0, 1000]: 4,000 of its 8,000 GPU-seconds
     down = FleetFailure("cluster", "a", 0.0, 500.0)
     fl = fleet(("a", "r0", 1), ("b", "r0", 1), failures=(down,))
-    warm = FleetJob(job("w", 0.0, 5000.0).spec, "r0", 1, 10.0, 0.0, warmup=True)
-    jobs = [warm, job("j1", 500.0, 10.0), job("last", 1000.0, 10.0)]
+    warm = FleetJob(fleet_job("w", 0.0, 5000.0).spec, "r0", 1, 10.0, 0.0, warmup=True)
+    jobs = [warm, fleet_job("j1", 500.0, 10.0), fleet_job("last", 1000.0, 10.0)]
     s = _run(fl, jobs, "static").summary()
     assert s["jobs"] == 2 and s["warmup_jobs"] == 1
     used = 8 * 1000.0 + 8 * 10.0  # w on b for the window; j1 on a from 500 to 510

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from fleet_helpers import fleet, job
+from builders import fleet, fleet_job  # type: ignore[import-not-found]
 
 from stint.model.allocation import Plan
 from stint.model.fleet import FleetFailure, FleetJob
@@ -42,7 +42,7 @@ def test_under_tiresias_a_moved_job_keeps_its_attained_service_and_does_not_jump
     # At 12000 G, in Q0, goes before M, in Q1: G 12000-13000, then M resumes (30 s): 13030 +
     # 12800 = 25830. (Entering as a new job, M was in Q0 from 8002, ahead of G: M 12000-19200,
     # demoted, then G 19200-20200.)
-    jobs = [job("M", 0.0, 20000.0, data=0), job("F", 7000.0, 5000.0, data=1), job("G", 9000.0, 1000.0, data=1)]
+    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 7000.0, 5000.0, data=1), fleet_job("G", 9000.0, 1000.0, data=1)]
     res = _run(jobs, 8000.0, lambda: make("tiresias"))
     done = _finish(res)
     assert done["G"] == pytest.approx(13000.0)
@@ -61,8 +61,8 @@ def test_singularity_serves_a_moved_basic_job_by_its_original_arrival() -> None:
     # so M first: M resumes (30 s), 10030-22830, then G 22830-26530. (Arrived at 8502 with
     # 12,800 s of work, M's was 12800 / (10030 + 12800 - 8502 - 60) = 0.897: G would go first.)
     basic = Tier.BASIC
-    jobs = [job("M", 0.0, 20000.0, data=0, tier=basic), job("F", 0.0, 10000.0, data=1, tier=basic),
-            job("G", 9500.0, 3700.0, data=1, tier=basic)]
+    jobs = [fleet_job("M", 0.0, 20000.0, data=0, tier=basic), fleet_job("F", 0.0, 10000.0, data=1, tier=basic),
+            fleet_job("G", 9500.0, 3700.0, data=1, tier=basic)]
     done = _finish(_run(jobs, 8500.0, lambda: make("singularity")))
     assert done["M"] == pytest.approx(22830.0)
     assert done["G"] == pytest.approx(26530.0)
@@ -92,7 +92,7 @@ def test_every_policy_sees_the_moved_job_as_the_live_store_shows_it() -> None:
         logs.append([])
         return _Seen(logs[-1])
 
-    jobs = [job("M", 0.0, 20000.0, data=0), job("F", 1000.0, 9000.0, data=1), job("H", 1200.0, 100.0, data=1)]
+    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 1000.0, 9000.0, data=1), fleet_job("H", 1200.0, 100.0, data=1)]
     _run(jobs, 1500.0, spy)
     at_b = next((now, ids, m) for now, ids, m in logs[1] if m is not None)
     assert at_b == (1500.0, ["M", "F", "H"], (0.0, 8 * 1500.0, 0.0, 0))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fleet_helpers import fleet
+from builders import fleet  # type: ignore[import-not-found]
 
 from stint.sim.fleet_workload import generate, philly_shapes
 

@@ -6,34 +6,20 @@ so a job's work is its run time in seconds.
 """
 
 import pytest
+from builders import records, rigid  # type: ignore[import-not-found]
 
-from stint.model import Cluster, JobSpec, Resources
+from stint.model import Cluster
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
 from stint.sim.costs import CostModel
-from stint.sim.engine import NodeFailure, Simulator
-
-
-def job(jid, arrival, gpus, seconds, user="u", cpu=0.0):
-    return JobSpec(
-        jid, float(arrival), float(seconds), requested_workers=gpus, min_workers=gpus,
-        max_workers=gpus, worker_demand=Resources(gpu=1, cpu=cpu) if cpu else Resources(gpu=1),
-        user=user, duration_s=float(seconds), est_s=float(seconds),  # declared exactly
-    )
-
-
-def run(policy, jobs, cluster=None, costs=None, failures=()):
-    sim = Simulator(cluster or Cluster.uniform(1, 4), jobs, policy, ScalingModel(), costs or CostModel.free(), failures)
-    result = sim.run()
-    return {r.job_id: r for r in result.records}
-
+from stint.sim.engine import NodeFailure
 
 # One node of 4 GPUs. A: t=0, 2 GPUs, 100 s. B: t=10, 4 GPUs, 30 s. C: t=20, 1 GPU, 10 s.
-ABC = [job("A", 0, 2, 100), job("B", 10, 4, 30), job("C", 20, 1, 10)]
+ABC = [rigid("A", 0, 100, 2, declared=True), rigid("B", 10, 30, 4, declared=True), rigid("C", 20, 10, 1, declared=True)]
 
 
 def test_fifo_blocks_behind_the_head():
-    r = run(make("fifo"), ABC)
+    r = records(make("fifo"), ABC)
     # A runs 0-100. B (4 GPUs) cannot start while A holds 2; C queues behind B (no backfill).
     # B runs 100-130 (JCT 130-10=120); C runs 130-140 (JCT 140-20=120).
     assert {k: v.jct_s for k, v in r.items()} == {"A": 100, "B": 120, "C": 120}
@@ -41,14 +27,14 @@ def test_fifo_blocks_behind_the_head():
 
 
 def test_sjf_backfills_the_short_job():
-    r = run(make("sjf"), ABC)
+    r = records(make("sjf"), ABC)
     # A runs 0-100. At 20 the waiting order is C (10 s) then B (30 s): C fits on the 2 free GPUs
     # and runs 20-30 (JCT 10). B starts when A ends: 100-130 (JCT 120).
     assert {k: v.jct_s for k, v in r.items()} == {"A": 100, "B": 120, "C": 10}
 
 
 def test_srtf_preempts_for_shorter_remaining_time():
-    r = run(make("srtf"), ABC)
+    r = records(make("srtf"), ABC)
     # t=10: B (30 s left) < A (90 s left): A is preempted, B runs from 10.
     # t=20: C (10 s) < B (20 s left): B is preempted, C takes 1 GPU; A (90 s) backfills 2 GPUs.
     # t=30: C ends (JCT 10). B (20 s) < A (80 s left): A preempted again, B runs 30-50 (JCT 40).
@@ -58,7 +44,7 @@ def test_srtf_preempts_for_shorter_remaining_time():
 
 
 def test_tiresias_demotes_after_threshold_then_preempts():
-    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0, strict_order=False), ABC)
+    r = records(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0, strict_order=False), ABC)
     # t=0: A starts in Q0. t=10: B (Q0) cannot fit and may not preempt A (same queue).
     # t=20: C (Q0) backfills the 2 free GPUs, runs 20-30 (JCT 10).
     # t=50: A has 2 GPUs x 50 s = 100 GPU-s: demoted to Q1 (seen at the tick at 50), so B (Q0)
@@ -68,7 +54,7 @@ def test_tiresias_demotes_after_threshold_then_preempts():
 
 
 def test_tiresias_preempts_within_a_queue_by_default():
-    r = run(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0), ABC)
+    r = records(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0), ABC)
     # The default (strict order, the paper's algorithm). As with strict_order=False until 50:
     # A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at 75 (4 GPUs x 25 s) and enters Q1 after A, so A, first in the order, preempts B: A runs its
     # last 50 s 75-125 (JCT 125), then B its last 5 s 125-130 (JCT 120). Pollux's Tiresias
@@ -80,15 +66,15 @@ def test_tiresias_preempts_within_a_queue_by_default():
 def test_tiresias_starvation_promotion():
     # One GPU, threshold 10 GPU-s, ticks every 5 s. L: t=0, 30 s; short jobs S1: t=15, 20 s;
     # S2: t=35, 20 s; S3: t=55, 20 s.
-    jobs = [job("L", 0, 1, 30), job("S1", 15, 1, 20), job("S2", 35, 1, 20), job("S3", 55, 1, 20)]
+    jobs = [rigid("L", 0, 30, 1, declared=True), rigid("S1", 15, 20, 1, declared=True), rigid("S2", 35, 20, 1, declared=True), rigid("S3", 55, 20, 1, declared=True)]
     one_gpu = Cluster.uniform(1, 1)
     # strict_order=False: a demoted job never preempts one of its own queue (the rule-5 story
     # below reads more simply without in-queue preemption).
-    plain = run(make("tiresias", thresholds_gpu_s=(10.0,), tick_s=5.0, strict_order=False), jobs, one_gpu)
+    plain = records(make("tiresias", thresholds_gpu_s=(10.0,), tick_s=5.0, strict_order=False), jobs, one_gpu)
     # Without promotion: L is in Q1 from 10; each short job arrives in Q0 and runs: S1 preempts L
     # at 15 and runs 15-35, S2 35-55, S3 55-75; L resumes at 75 with 15 s left and ends at 90.
     assert plain["L"].finish_s == 90
-    knob = run(make("tiresias", thresholds_gpu_s=(10.0,), promote_knob=1.0, tick_s=5.0, strict_order=False),
+    knob = records(make("tiresias", thresholds_gpu_s=(10.0,), promote_knob=1.0, tick_s=5.0, strict_order=False),
                jobs, one_gpu)
     # With PROMOTE_KNOB 1: L, paused at 15 after executing 15 s, is promoted at 30 and preempts
     # S1 (Q1 since 25). L is demoted again at 40 (10 GPU-s after promotion) and S2 (Q0) preempts
@@ -105,14 +91,14 @@ def test_drf_serves_the_user_with_the_smaller_dominant_share():
     # At t=1: a2, a3 (user a) and b2 (user b) arrive, each 1 GPU + 2 CPUs, 10 s; 2 GPUs are free.
     cluster = Cluster.uniform(1, 4, cpu_per_gpu=4.0)
     jobs = [
-        job("X", 0, 1, 100, "a", cpu=8), job("Y", 0, 1, 100, "b", cpu=1),
-        job("a2", 1, 1, 10, "a", cpu=2), job("a3", 1, 1, 10, "a", cpu=2), job("b2", 1, 1, 10, "b", cpu=2),
+        rigid("X", 0, 100, 1, user="a", cpu=8, declared=True), rigid("Y", 0, 100, 1, user="b", cpu=1, declared=True),
+        rigid("a2", 1, 10, 1, user="a", cpu=2, declared=True), rigid("a3", 1, 10, 1, user="a", cpu=2, declared=True), rigid("b2", 1, 10, 1, user="b", cpu=2, declared=True),
     ]
-    r = run(make("drf"), jobs, cluster)
+    r = records(make("drf"), jobs, cluster)
     # DRF: b (0.25) first -> b2 starts; b's share becomes max(2/4, 3/16) = 0.5. b has nothing
     # left waiting, so a2 starts (a: 0.5). GPUs are full; a3 starts at 11 when a2/b2 end (JCT 20).
     assert (r["b2"].jct_s, r["a2"].jct_s, r["a3"].jct_s) == (10, 10, 20)
-    f = run(make("fifo"), jobs, cluster)
+    f = records(make("fifo"), jobs, cluster)
     # FIFO, by arrival then id: a2 and a3 take the 2 GPUs at 1; b2 waits until 11 (JCT 20).
     assert (f["b2"].jct_s, f["a2"].jct_s, f["a3"].jct_s) == (20, 10, 10)
 
@@ -120,7 +106,7 @@ def test_drf_serves_the_user_with_the_smaller_dominant_share():
 def test_restart_cost_delays_progress():
     # FIFO with a 30 s start cost: a 100 s job arriving at 5 holds its GPU from 5 but progresses
     # only from 35, so it completes at 135 (JCT 130).
-    r = run(make("fifo"), [job("A", 5, 1, 100)], costs=CostModel(start_s=30.0))
+    r = records(make("fifo"), [rigid("A", 5, 100, 1, declared=True)], costs=CostModel(start_s=30.0))
     assert r["A"].jct_s == pytest.approx(130.0)
     assert r["A"].work_received == pytest.approx(100.0)
 
@@ -130,11 +116,11 @@ def test_node_failure_preempts_and_the_job_resumes_elsewhere():
     # at 10: A is preempted with 10 s done and FIFO resumes it on node 1 at once (free actions):
     # it ends at 10 + 90 = 100 (JCT 100); without the failure it would also end at 100, so the
     # preemption count shows the failure was handled.
-    r = run(make("fifo"), [job("A", 0, 2, 100)], Cluster.uniform(2, 2), failures=[NodeFailure(0, 10.0, 50.0)])
+    r = records(make("fifo"), [rigid("A", 0, 100, 2, declared=True)], Cluster.uniform(2, 2), failures=[NodeFailure(0, 10.0, 50.0)])
     assert r["A"].jct_s == pytest.approx(100.0) and r["A"].preemptions == 1
     # With a 30 s resume cost it ends 30 s later.
-    r = run(make("fifo"), [job("A", 0, 2, 100)], Cluster.uniform(2, 2), CostModel(resume_s=30.0),
-            [NodeFailure(0, 10.0, 50.0)])
+    r = records(make("fifo"), [rigid("A", 0, 100, 2, declared=True)], Cluster.uniform(2, 2),
+                costs=CostModel(resume_s=30.0), failures=[NodeFailure(0, 10.0, 50.0)])
     assert r["A"].jct_s == pytest.approx(130.0)
 
 
@@ -145,7 +131,7 @@ def test_tiresias_keeps_queue_history_across_an_index_rebuild_but_not_a_new_hist
     from stint.policies.base import ClusterView, JobStatus, Phase
 
     pol = make("tiresias", thresholds_gpu_s=(10.0,))
-    a = JobStatus(job("A", 0, 1, 100), Phase.RUNNING, Allocation.of({0: 1}), attained_gpu_s=2.0,
+    a = JobStatus(rigid("A", 0, 100, 1, declared=True), Phase.RUNNING, Allocation.of({0: 1}), attained_gpu_s=2.0,
                   first_start_s=0.0)
 
     def view(now, stream, history):
@@ -168,8 +154,8 @@ def test_policies_say_why_each_waiting_job_waits_when_asked():
     from stint.model.allocation import WaitCode
     from stint.policies.base import ClusterView, JobStatus, Phase
 
-    running = JobStatus(job("R", 0, 2, 100), Phase.RUNNING, Allocation.of({0: 2}), first_start_s=0.0)
-    big, small = JobStatus(job("B", 1, 4, 10)), JobStatus(job("S", 2, 1, 5))
+    running = JobStatus(rigid("R", 0, 100, 2, declared=True), Phase.RUNNING, Allocation.of({0: 2}), first_start_s=0.0)
+    big, small = JobStatus(rigid("B", 1, 10, 4, declared=True)), JobStatus(rigid("S", 2, 5, 1, declared=True))
     jobs = [running, big, small]
 
     def view(explain: bool) -> ClusterView:
@@ -183,7 +169,7 @@ def test_policies_say_why_each_waiting_job_waits_when_asked():
     assert make("fifo").plan(view(False)).waiting == {}
     plan = make("srtf").plan(view(True))  # S (5 s) preempts nothing: 2 GPUs are free; B waits
     assert "S" in plan.allocations and plan.waiting["B"].code is WaitCode.CAPACITY
-    short = JobStatus(job("X", 2, 4, 1))
+    short = JobStatus(rigid("X", 2, 1, 4, declared=True))
     jobs[1:] = [short]
     plan = make("srtf").plan(view(True))  # X (1 s, 4 GPUs) preempts R (97 s left)
     assert plan.allocations["R"] == Allocation() and str(plan.waiting["R"]) == "preempted: preempted for job X (srtf)"
@@ -202,7 +188,7 @@ def test_tiresias_demotion_timer_is_in_the_future_a_rounding_error_from_the_thre
     pol = make("tiresias")  # one threshold, 16 GPU-hours = 57,600 GPU-s
     now, attained = 50400.0, math.nextafter(57600.0, 0.0)
     assert now + (57600.0 - attained) / 2 == now  # the rounding this test is about
-    a = JobStatus(job("A", 0, 2, 1e5), Phase.RUNNING, Allocation.of({0: 2}), attained_gpu_s=attained,
+    a = JobStatus(rigid("A", 0, 1e5, 2, declared=True), Phase.RUNNING, Allocation.of({0: 2}), attained_gpu_s=attained,
                   first_start_s=0.0)
     pol._arm_timer(a, now, pol.queue_of(a, now))
     due = pol.next_due()

@@ -2,6 +2,7 @@
 the true step time, stopping at the first non-positive gain (``policies/optimus.py``)."""
 
 import pytest
+from builders import elastic  # type: ignore[import-not-found]
 
 from stint.model import Allocation, Cluster, JobSpec
 from stint.perf.scaling import ScalingModel
@@ -19,10 +20,6 @@ class Table:
 
     def rate(self, spec: JobSpec, allocation: Allocation) -> float:
         return self.rates.get(allocation.num_workers, 0.0)
-
-
-def elastic(jid, arrival, work, hi, est=None):
-    return JobSpec(jid, float(arrival), float(work), 1, 1, hi, est_s=est)
 
 
 def run(jobs, perf, gpus, mode=Mode.DECLARED):
@@ -49,9 +46,9 @@ def test_a_job_grows_by_the_true_step_time_and_stops_at_the_first_non_positive_g
     # Alone on 4 GPUs: 1 -> 2 workers gains, 2 -> 3 loses (a bump in the measured profile), so
     # it stays on 2 even though 4 would be fastest (a smooth fitted model would grow it to 4).
     perf = Table({1: 1.0, 2: 1.9, 3: 1.8, 4: 3.0})
-    r, sizes = run([elastic("A", 0, 190, 4, est=190)], perf, 4)
+    r, sizes = run([elastic("A", 0, 190, 1, 4, est=190)], perf, 4)
     assert sizes["A"] == [2] and r["A"].jct_s == pytest.approx(100)
-    r, sizes = run([elastic("A", 0, 300, 4, est=300)], Table({1: 1.0, 2: 1.9, 3: 2.7, 4: 3.0}), 4)
+    r, sizes = run([elastic("A", 0, 300, 1, 4, est=300)], Table({1: 1.0, 2: 1.9, 3: 2.7, 4: 3.0}), 4)
     assert sizes["A"] == [4]  # every step gains: it takes all four
 
 
@@ -60,7 +57,7 @@ def test_the_spare_gpu_goes_to_the_job_known_to_have_more_left():
     # rem x (1/1 - 1/1.5) per GPU: the job with more known remaining work. A is declared
     # 1000 s (its true work 100), B 500 s (true): declared, A grows; oracle, B does.
     perf = Table({1: 1.0, 2: 1.5})
-    jobs = [elastic("A", 0, 100, 2, est=1000), elastic("B", 0, 500, 2, est=500)]
+    jobs = [elastic("A", 0, 100, 1, 2, est=1000), elastic("B", 0, 500, 1, 2, est=500)]
     _, sizes = run(jobs, perf, 3)
     assert sizes["A"][0] == 2 and sizes["B"][0] == 1
     _, sizes = run(jobs, perf, 3, Mode.ORACLE)

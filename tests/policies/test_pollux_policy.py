@@ -1,8 +1,9 @@
 """The Pollux baseline: hand-computed splits on one node, the adaptive batch, workload 6."""
 
 import pytest
+from builders import elastic  # type: ignore[import-not-found]
 
-from stint.model import Allocation, Cluster, JobSpec
+from stint.model import Allocation, Cluster
 from stint.perf.profile import ProfileModel
 from stint.perf.scaling import ScalingModel
 from stint.policies import make
@@ -11,10 +12,6 @@ from stint.sim.costs import CostModel
 from stint.sim.engine import Simulator
 from stint.sim.runner import perf_for
 from stint.sim.traces import load
-
-
-def elastic(jid, work, arrival=0.0):
-    return JobSpec(jid, arrival, float(work), requested_workers=1, min_workers=1, max_workers=4)
 
 
 class ScalesOrNot:
@@ -33,13 +30,13 @@ def _run(jobs, perf, **params):
 def test_identical_jobs_split_the_node_evenly():
     # Amdahl with serial fraction 0.1: 1 GPU -> 1, 2 -> 1.818, 3 -> 2.5 units/s. Fair share 2
     # each; with p = -1 the fitness -1/s_A - 1/s_B is best at 2 + 2: both run 100 / 1.818 = 55 s.
-    r = _run([elastic("A", 100), elastic("B", 100)], ScalingModel(serial=0.1))
+    r = _run([elastic("A", 0, 100), elastic("B", 0, 100)], ScalingModel(serial=0.1))
     assert r["A"].finish_s == pytest.approx(55.0) and r["B"].finish_s == pytest.approx(55.0)
 
 
 def test_spare_gpus_go_where_they_raise_goodput():
     # B gains nothing beyond one GPU, so A gets the other three: A 300 / 3 = 100 s, B 100 s.
-    r = _run([elastic("A", 300), elastic("B", 100)], ScalesOrNot())
+    r = _run([elastic("A", 0, 300), elastic("B", 0, 100)], ScalesOrNot())
     assert r["A"].finish_s == pytest.approx(100.0) and r["B"].finish_s == pytest.approx(100.0)
 
 
@@ -64,7 +61,7 @@ def test_workload_6_within_fifteen_percent_of_pollux():
 
 
 def test_a_plain_snapshot_as_the_control_plane_passes_it():
-    jobs = [JobStatus(spec=elastic(j, 100)) for j in "AB"]
+    jobs = [JobStatus(spec=elastic(j, 0, 100)) for j in "AB"]
     view = ClusterView(now=0.0, cluster=Cluster.uniform(1, 4), jobs=jobs, free_gpus=[4], perf=ScalingModel(serial=0.1))
     plan = make("pollux").plan(view)
     assert {j: a.num_workers for j, a in plan.allocations.items()} == {"A": 2, "B": 2}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from builders import wait_for  # type: ignore[import-not-found]
 
 from stint.policies import make
 from stint.runtime.client import Client
@@ -33,21 +34,6 @@ STINT = str(Path(sys.executable).with_name("stint"))
 def counter_cmd(steps: int, out: Path, *extra: str) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     return [sys.executable, COUNTER, str(steps), str(out), *extra]
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition",
-             tick: Callable[[], object] | None = None, every: float = 0.05) -> object:
-    """Poll ``cond`` every ``every`` seconds (calling ``tick`` between polls) until it is truthy;
-    fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tick is not None:
-            tick()
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass

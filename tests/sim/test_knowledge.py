@@ -6,55 +6,41 @@ import random
 
 import numpy as np
 import pytest
+from builders import records, rigid  # type: ignore[import-not-found]
 from typer.testing import CliRunner
 
 from stint.cli import app
-from stint.model import Cluster, JobSpec
-from stint.perf.scaling import ScalingModel
+from stint.model import Cluster
 from stint.policies import make
 from stint.policies.base import JobStatus
 from stint.policies.knowledge import DEFAULT_S, Knowledge, Mode, Source, known_total
 from stint.policies.singularity_table import known_left
-from stint.sim.costs import CostModel
-from stint.sim.engine import Simulator
 from stint.sim.trace_fields import TraceError
 from stint.sim.traces import load
 
-
-def job(jid, arrival, seconds, est=None, user="u", gpus=1):
-    return JobSpec(jid, float(arrival), float(seconds), gpus, gpus, gpus, user=user,
-                   duration_s=float(seconds), est_s=est)
-
-
-def run(policy, jobs, mode=Mode.DECLARED, gpus=1):
-    sim = Simulator(Cluster.uniform(1, gpus), jobs, make(policy), ScalingModel(), CostModel.free(),
-                    knowledge=Knowledge(mode))
-    return {r.job_id: r for r in sim.run().records}
-
-
 # One GPU. A: t=0, 100 s, declared 100 s. B: t=10, 20 s, but declared 200 s.
-MISDECLARED = [job("A", 0, 100, est=100), job("B", 10, 20, est=200)]
+MISDECLARED = [rigid("A", 0, 100, est=100), rigid("B", 10, 20, est=200)]
 
 
 def test_srtf_orders_by_the_declared_length_not_the_recorded_one():
     # At 10 A has 90 s left as declared, B 200 s: B waits for A (100), runs 100-120: JCT 110.
-    r = run("srtf", MISDECLARED)
+    r = records(make("srtf"), MISDECLARED, Cluster.uniform(1, 1))
     assert (r["A"].jct_s, r["B"].jct_s) == (100, 110)
     assert (r["B"].est_s, r["B"].est_source) == (200, "declared")
 
 
 def test_oracle_knowledge_keeps_the_recorded_length():
     # At 10 B's true 20 s < A's 90 s left: B preempts A, runs 10-30 (JCT 20); A ends at 120.
-    r = run("srtf", MISDECLARED, Mode.ORACLE)
+    r = records(make("srtf"), MISDECLARED, Cluster.uniform(1, 1), knowledge=Knowledge(Mode.ORACLE))
     assert (r["A"].jct_s, r["B"].jct_s) == (120, 20)
     assert r["B"].est_source == "oracle" and r["B"].est_s == 20
 
 
 def test_without_a_declaration_the_user_history_estimates():
     # u's jobs run one at a time: 10, 30, 20 s (median 20); v's never finish before w arrives.
-    jobs = [job("a", 0, 10), job("b", 10, 30), job("c", 40, 20), job("d", 100, 5),
-            job("e", 100.5, 7, user="v"), job("f", 101, 9, gpus=2)]
-    r = run("fifo", jobs, gpus=2)
+    jobs = [rigid("a", 0, 10), rigid("b", 10, 30), rigid("c", 40, 20), rigid("d", 100, 5),
+            rigid("e", 100.5, 7, user="v"), rigid("f", 101, 9, 2)]
+    r = records(make("fifo"), jobs, Cluster.uniform(1, 2))
     assert (r["a"].est_s, r["a"].est_source) == (DEFAULT_S, "default")  # nothing finished yet
     assert (r["b"].est_source, r["b"].est_s) == ("all-users-history", 10)  # u has 1 job: too few
     assert (r["d"].est_source, r["d"].est_s) == ("user-gpus-history", 20)  # median of 10, 30, 20
@@ -63,10 +49,10 @@ def test_without_a_declaration_the_user_history_estimates():
 
 
 def test_a_job_past_its_estimate_is_expected_to_run_as_long_again():
-    st = JobStatus(job("A", 0, 100), work_done=30.0, est_work=20.0)
+    st = JobStatus(rigid("A", 0, 100), work_done=30.0, est_work=20.0)
     assert known_total(20.0, 30.0) == 40.0 and st.known_remaining_at(0.0) == 10.0
     assert known_total(20.0, 20.0) == 20.0 and known_total(20.0, 81.0) == 160.0
-    assert JobStatus(job("B", 0, 100), work_done=5.0).known_remaining_at(0.0) == 95.0  # unset: spec.work
+    assert JobStatus(rigid("B", 0, 100), work_done=5.0).known_remaining_at(0.0) == 95.0  # unset: spec.work
     rnd = random.Random(3)
     known = np.array([rnd.choice((1.0, 3.0, 7.5, 100.0)) for _ in range(2000)])
     done = np.array([k * rnd.choice((0.0, 0.5, 1.0, 2.0, 4.0, rnd.uniform(0, 40))) for k in known])

@@ -1,6 +1,7 @@
 """Engine contracts other policies rely on: slot ticks, settled progress, swaps in one plan."""
 
 import pytest
+from builders import records  # type: ignore[import-not-found]
 
 from stint.model import Allocation, Cluster, JobSpec, Plan
 from stint.perf.scaling import TIME_SLICE_OVERHEAD, ScalingModel
@@ -36,20 +37,15 @@ class Planner(PolicyBase):
         return Plan()
 
 
-def _run(policy, jobs):
-    sim = Simulator(Cluster.uniform(1, 4), jobs, policy, ScalingModel(), CostModel.free())
-    return {r.job_id: r for r in sim.run().records}
-
-
 def test_a_slot_tick_plan_is_enacted_at_the_tick():
-    r = _run(Planner(), [ELASTIC])
+    r = records(Planner(), [ELASTIC])
     # 0-50 on one worker: 50 of 100 done; from 50 on two workers (rate 2): 25 s more -> 75.
     assert r["a"].finish_s == pytest.approx(75.0) and r["a"].resizes == 1
 
 
 def test_policies_without_lazy_progress_see_settled_work():
     p = Planner()
-    _run(p, [ELASTIC, JobSpec("b", 30.0, 1.0)])
+    records(p, [ELASTIC, JobSpec("b", 30.0, 1.0)])
     # Calls at 0, at b's arrival (30) and at the tick (50): job a has run 30 s and 50 s at
     # 1 unit/s, and the policy reads it from ``work_done`` without passing the time.
     assert p.seen == [(0.0, 0.0), (30.0, pytest.approx(30.0)), (50.0, pytest.approx(50.0))]
@@ -71,7 +67,7 @@ class Slotted(PolicyBase):
 
 def test_slot_ticks_continue_while_jobs_run():
     p = Slotted()
-    _run(p, [JobSpec("a", 5.0, 30.0)])
+    records(p, [JobSpec("a", 5.0, 30.0)])
     # Arrival at 5, then ticks at 10, 20, 30 while a runs (it completes at 35, nothing waits).
     assert p.calls == [5.0, 10.0, 20.0, 30.0]
 
