@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from stint.model.allocation import Plan
 from stint.model.cluster import Cluster
 from stint.perf.model import PerfModel
-from stint.placement.ledger import Ledger, Refusal
+from stint.placement.ledger import Ledger, Refusal, RefusalCode
 from stint.policies.base import ClusterView, JobStatus, Policy
 
 _EPS = 1e-9  # slots: a boundary computed as k x tick_s is boundary k, whatever its rounding
@@ -56,5 +56,5 @@ def known_plan(plan: Plan, known: Mapping[str, object]) -> tuple[Plan, list[Refu
         return plan, []
     kept = Plan({j: a for j, a in plan.allocations.items() if j in known},
                 {j: r for j, r in plan.reject.items() if j in known}, plan.explain, plan.waiting)
-    return kept, [Refusal(j, -1, "unknown", 0.0, "not an active job the policy was shown")
+    return kept, [Refusal(j, RefusalCode.UNKNOWN, "not an active job the policy was shown")
                   for j in unknown]

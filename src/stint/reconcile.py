@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.job import JobSpec
-from stint.placement.ledger import Ledger, Refusal
+from stint.placement.ledger import Ledger, Refusal, RefusalCode
 
 
 class ActionKind(StrEnum):
@@ -120,7 +120,7 @@ def stage(plan: Plan, current: Mapping[str, Allocation], has_run: Mapping[str, b
             continue
         last = accepted.pop()  # only when a swap was partly refused: undo the latest acceptance
         ledger.give(specs[last.job_id], last.after)
-        refused.append((last, Refusal(last.job_id, -1, "displaced", 0.0,
+        refused.append((last, Refusal(last.job_id, RefusalCode.DISPLACED,
                                       f"job {a.job_id} keeps its allocation")))
         keep.append(last)
     return Staged(accepted, refused)
@@ -129,6 +129,6 @@ def stage(plan: Plan, current: Mapping[str, Allocation], has_run: Mapping[str, b
 def _infeasible(spec: JobSpec, after: Allocation) -> Refusal | None:
     n = after.num_workers
     if n and not spec.can_run_on(n):
-        return Refusal(spec.job_id, -1, "workers", 0.0,
+        return Refusal(spec.job_id, RefusalCode.INVALID_SIZE,
                        f"{n} workers is not a size the job can run on {spec.feasible_counts()}")
     return None

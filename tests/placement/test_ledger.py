@@ -9,7 +9,7 @@ from stint.model.allocation import Allocation, Plan
 from stint.model.cluster import Cluster, Node
 from stint.model.job import JobSpec
 from stint.model.resources import RESOURCE_NAMES, Resources
-from stint.placement.ledger import Ledger
+from stint.placement.ledger import Ledger, RefusalCode
 from stint.reconcile import ActionKind, stage
 
 CAPACITY = Resources(gpu=4, cpu=32, mem_gb=256, net_gbps=100)
@@ -40,7 +40,7 @@ def test_a_node_filled_exactly_fits_and_one_unit_more_does_not(r: int) -> None:
     if r == 0:  # a fifth GPU: one unit over the node's four
         over, alloc = JobSpec("over", 0.0, 1.0, 5, 5, 5), Allocation.of({0: 5})
     why = ledger.shortfall(over, alloc)
-    assert why is not None and why.resource == RESOURCE_NAMES[r]
+    assert why is not None and (why.code, why.resource) == (RefusalCode.CAPACITY, RESOURCE_NAMES[r])
     assert why.short_by == pytest.approx(1.0)
     ledger.take(exact, Allocation.of({0: workers}))
     assert ledger.free[0][r] == pytest.approx(0.0)
@@ -59,8 +59,9 @@ def test_a_swap_whose_second_half_is_refused_is_undone_whole() -> None:
     plan = Plan({"a": Allocation.of({1: 2}), "b": Allocation.of({0: 3})})
     staged = stage(plan, current, {"a": True, "b": True}, specs, ledger)
     assert staged.actions == []
-    reasons = {a.job_id: (a.kind, why.resource) for a, why in staged.refusals}
-    assert reasons == {"a": (ActionKind.MIGRATE, "displaced"), "b": (ActionKind.RESIZE, "gpu")}
+    reasons = {a.job_id: (a.kind, why.code, why.resource) for a, why in staged.refusals}
+    assert reasons == {"a": (ActionKind.MIGRATE, RefusalCode.DISPLACED, ""),
+                       "b": (ActionKind.RESIZE, RefusalCode.CAPACITY, "gpu")}
     assert ledger.free_gpus == [0, 0] and ledger.used_gpus == 4
 
 

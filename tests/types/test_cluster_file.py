@@ -9,7 +9,7 @@ from typed_helpers import TWO_TYPES  # type: ignore[import-not-found]
 
 from stint.model import Allocation, Cluster, JobSpec, Node, Resources
 from stint.model.cluster_file import ClusterFileError, parse_cluster
-from stint.placement.ledger import Ledger
+from stint.placement.ledger import Ledger, RefusalCode
 from stint.sim.cluster_input import read_cluster
 
 
@@ -60,9 +60,9 @@ def test_the_ledger_refuses_mixed_and_disallowed_types() -> None:
     led = Ledger(c)
     only_a = JobSpec("j", 0.0, 1.0, 2, 2, 2, gpu_types=("a",))
     mixed = led.shortfall(only_a, Allocation.of({0: 1, 1: 1}))
-    assert mixed is not None and mixed.resource == "type" and "span accelerator types a, b" in str(mixed)
+    assert mixed is not None and mixed.code == RefusalCode.TYPE and "span accelerator types a, b" in str(mixed)
     wrong = led.shortfall(only_a, Allocation.of({1: 2}))
-    assert wrong is not None and wrong.resource == "type" and "type b is not one it may run on (a)" in str(wrong)
+    assert wrong is not None and wrong.code == RefusalCode.TYPE and "type b is not one it may run on (a)" in str(wrong)
     assert led.shortfall(only_a, Allocation.of({0: 2})) is None
     led.take(only_a, Allocation.of({0: 2}))
     assert led.used_by_type == {"a": 2, "b": 0}

@@ -13,6 +13,7 @@ placement costs do not grow with the number of nodes).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from stint.model.allocation import Allocation
 from stint.model.cluster import Cluster
@@ -24,31 +25,41 @@ from stint.placement.types import type_problem
 _EPS = 1e-9
 
 
+class RefusalCode(StrEnum):
+    """Why the mechanism did not carry out an allocation: a small fixed vocabulary."""
+
+    CAPACITY = "capacity"  # a node is short of one resource (``Refusal.resource``, ``short_by``)
+    NODE_DOWN = "node down"  # a node the allocation names is down or does not exist
+    INVALID_SIZE = "invalid size"  # the job cannot run on that many workers
+    TYPE = "type"  # its nodes mix accelerator types, or are of a type the job may not run on
+    PINNED = "pinned"  # an operator pinned the job where it is
+    DISPLACED = "displaced"  # another refusal in the same plan left no room for it
+    UNKNOWN = "unknown"  # the plan named a job the policy was not shown
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why an allocation was not carried out: job, node, resource and by how much it fell short.
+    """Why an allocation was not carried out: the job, the ``code``, and for people ``detail``.
 
-    ``resource`` is one of ``RESOURCE_NAMES``; or "node" when the node does not exist or is
-    down, "workers" when the job cannot run on that many workers, "type" when its nodes mix
-    accelerator types or are of a type the job may not run on (``placement.types``; then ``node``
-    is the first worker node), "displaced" when another refusal in the same plan left no room,
-    "unknown" when the plan named a job the policy was not shown (then ``node`` is -1 and
-    ``detail`` says the rest).
+    ``node`` is the node concerned (-1 when none is: invalid size, pinned, displaced, unknown;
+    for TYPE the first worker node); ``resource`` (one of ``RESOURCE_NAMES``) and ``short_by``
+    say, for CAPACITY only, which resource fell short and by how much.
     """
 
     job_id: str
-    node: int
-    resource: str
-    short_by: float
-    detail: str = ""
+    code: RefusalCode
+    detail: str
+    node: int = -1
+    resource: str = ""
+    short_by: float = 0.0
 
     def __str__(self) -> str:
-        if self.resource == "node":
+        if self.code is RefusalCode.CAPACITY:
+            return (f"job {self.job_id}: node {self.node} short of {self.resource} by "
+                    f"{self.short_by:g} ({self.detail})")
+        if self.code is RefusalCode.NODE_DOWN:
             return f"job {self.job_id}: node {self.node} {self.detail}"
-        if self.resource in ("workers", "displaced", "type", "unknown"):
-            return f"job {self.job_id}: {self.resource}: {self.detail}"
-        return (f"job {self.job_id}: node {self.node} short of {self.resource} by "
-                f"{self.short_by:g}" + (f" ({self.detail})" if self.detail else ""))
+        return f"job {self.job_id}: {self.code}: {self.detail}"
 
 
 class Ledger:
@@ -83,14 +94,15 @@ class Ledger:
         n = len(self.free)
         if (self.cluster.typed and alloc and all(0 <= node < n for node, _ in alloc.workers)
                 and (why := type_problem(self.cluster, spec, alloc))):
-                return Refusal(spec.job_id, alloc.workers[0][0], "type", 0.0, why)
+                return Refusal(spec.job_id, RefusalCode.TYPE, why, alloc.workers[0][0])
         need: dict[int, list[float]] = {}
         for counts, demand in _parts(spec, alloc):
             for node, k in counts:
                 if node < 0 or node >= n:
-                    return Refusal(spec.job_id, node, "node", 0.0, f"does not exist (cluster has {n})")
+                    return Refusal(spec.job_id, RefusalCode.NODE_DOWN,
+                                   f"does not exist (cluster has {n})", node)
                 if node in self.down:
-                    return Refusal(spec.job_id, node, "node", 0.0, "is down")
+                    return Refusal(spec.job_id, RefusalCode.NODE_DOWN, "is down", node)
                 acc = need.setdefault(node, [0.0] * 4)
                 for r in range(4):
                     acc[r] += k * demand[r]
@@ -98,8 +110,9 @@ class Ledger:
             free = self.free[node]
             for r in range(4):
                 if need[node][r] > free[r] + _EPS:
-                    return Refusal(spec.job_id, node, RESOURCE_NAMES[r], need[node][r] - free[r],
-                                   f"needs {need[node][r]:g}, {max(free[r], 0.0):g} free")
+                    return Refusal(spec.job_id, RefusalCode.CAPACITY,
+                                   f"needs {need[node][r]:g}, {max(free[r], 0.0):g} free", node,
+                                   RESOURCE_NAMES[r], need[node][r] - free[r])
         return None
 
     def fits(self, spec: JobSpec, alloc: Allocation) -> bool:

@@ -54,7 +54,7 @@ from stint.model.allocation import Allocation, Plan
 from stint.perf.model import PerfModel
 from stint.perf.scaling import ScalingModel
 from stint.perf.types import TypedPerf, TypeSpeeds
-from stint.placement.ledger import Ledger, Refusal
+from stint.placement.ledger import Ledger, Refusal, RefusalCode
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.policies.typed import wrap
@@ -778,7 +778,7 @@ class Controller:
         for j in pinned:
             self._refuse(report, Action(ActionKind.MIGRATE, j, known[j].allocation,
                                         plan.allocations[j]),
-                         Refusal(j, -1, "workers", 0.0, "pinned by an operator (stint unpin)"))
+                         Refusal(j, RefusalCode.PINNED, "pinned by an operator (stint unpin)"))
         for j, text in plan.explain.items():
             if j in known and jobs[int(j)].decision != text:
                 jobs[int(j)].decision = text
