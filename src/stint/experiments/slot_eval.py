@@ -11,19 +11,16 @@ at T earn 0, like rejected ones; Fig. 4 counts them as finishing at T (open poin
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from stint.mechanism import known_plan, view_of
+from stint.mechanism import Mechanism
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.perf.ps_model import PSPerfModel
-from stint.placement.ledger import Ledger
 from stint.policies.base import JobStatus, Phase, Policy
-from stint.reconcile import stage
 
 
 class ScheduleViolation(RuntimeError):
@@ -82,7 +79,7 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
     perf = PSPerfModel()
     pending = sorted(jobs, key=lambda s: (s.arrival_s, s.job_id))
     active: dict[str, JobStatus] = {}
-    ledger = Ledger(cluster)
+    mech = Mechanism(cluster, policy, perf)
     out = {s.job_id: Outcome(s.job_id, round(s.arrival_s / slot_s)) for s in jobs}
     result = EvalResult(policy.name, out)
     changed: list[str] = []
@@ -92,12 +89,11 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
             spec = pending.pop(0)
             active[spec.job_id] = JobStatus(spec, last_change_s=now)
             changed.append(spec.job_id)
-        view = view_of(now, cluster, list(active.values()), ledger, perf, tuple(changed))
-        t0 = time.perf_counter()
-        plan = policy.plan(view)
-        result.plan_seconds.append(time.perf_counter() - t0)
+        decision = mech.decide(now, list(active.values()), tuple(changed))
+        plan = decision.plan
+        result.plan_seconds.append(decision.plan_s)
         changed = []
-        moved = _enact(plan, active, ledger, now, f"{result.policy} slot {t}")
+        moved = _enact(mech, plan, active, now, f"{result.policy} slot {t}")
         for job_id in plan.reject:
             if job_id in active:
                 del active[job_id]
@@ -111,22 +107,18 @@ def evaluate(policy: Policy, cluster: Cluster, jobs: tuple[JobSpec, ...], horizo
                 o = out[job_id]
                 o.finish_slot = t
                 o.utility = float(st.spec.utility((t + 1) * slot_s - st.spec.arrival_s))
-                ledger.give(st.spec, st.allocation)
+                mech.ledger.give(st.spec, st.allocation)
                 del active[job_id]
                 changed.append(job_id)
     return result
 
 
-def _enact(plan: Plan, active: dict[str, JobStatus], ledger: Ledger, now: float,
+def _enact(mech: Mechanism, plan: Plan, active: dict[str, JobStatus], now: float,
            where: str) -> set[str]:
     """Stage ``plan`` on the ledger and apply it; the ids of jobs whose change costs an action."""
-    plan, unknown = known_plan(plan, active)
+    staged, unknown = mech.stage(plan, active)
     if unknown:
         raise ScheduleViolation(f"{where}: {unknown[0]}")
-    named = [*plan.allocations, *plan.reject]
-    staged = stage(plan, {j: active[j].allocation for j in named},
-                   {j: active[j].first_start_s is not None for j in named},
-                   {j: active[j].spec for j in named}, ledger)
     if staged.refusals:
         action, why = staged.refusals[0]
         raise ScheduleViolation(f"{where}: {action.kind} refused: {why}")

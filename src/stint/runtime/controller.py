@@ -4,9 +4,9 @@ Each ``step(now)``:
   1. polls the executor for attempts that ended and applies their outcomes;
   2. applies operator requests (cancel, preempt) recorded by the API, and operator pins of running
      jobs (``resize``/``migrate`` overrides; a queued job's pin waits for the policy to admit it);
-  3. builds a ``ClusterView`` of the active jobs (times on the store's clock, ``Store.epoch``),
-     asks the policy for a plan and stages it on the capacity ledger with ``reconcile.stage`` --
-     the same step the simulator uses, so a plan is carried out or refused the same way in both
+  3. hands the active jobs (times on the store's clock, ``Store.epoch``) to its ``Mechanism``,
+     which builds the policy's view, runs the policy and stages the plan on the capacity ledger --
+     the same core the simulator holds, so a plan is carried out or refused the same way in both
      (refusals are logged and counted in ``StepReport.refusals``);
   4. turns each accepted action into intents: a job that holds GPUs is asked to checkpoint (with
      a *target* if it resizes or migrates); a job to start gets its target and launches as soon as
@@ -49,16 +49,16 @@ from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
-from stint.mechanism import known_plan, tick_passed, view_of
-from stint.model.allocation import Allocation, Plan
+from stint.mechanism import Mechanism
+from stint.model.allocation import Allocation
 from stint.perf.model import PerfModel
 from stint.perf.scaling import ScalingModel
 from stint.perf.types import TypedPerf, TypeSpeeds
-from stint.placement.ledger import Ledger, Refusal, RefusalCode
+from stint.placement.ledger import Ledger, Refusal
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.policies.typed import wrap
-from stint.reconcile import Action, ActionKind, classify, stage
+from stint.reconcile import Action, ActionKind, classify
 from stint.runtime.accounts import launch_refusal
 from stint.runtime.cache import NOTE_COLUMNS, JobCache
 from stint.runtime.executor.base import (
@@ -196,6 +196,8 @@ class Controller:
         self.perf: PerfModel = ScalingModel()  # linear in workers, relative to the request
         if self.cluster.typed:  # times each job's speed on its type
             self.perf = TypedPerf(self.perf, self.cluster, config.type_speeds)
+        # The policy and the ledger its plans are staged on (rebuilt from the store each step).
+        self.mechanism = Mechanism(self.cluster, self.policy, self.perf)
         self.epoch = store.epoch(time.time())  # the store's clock: policy time is now - epoch
         self.cache = JobCache(self.epoch, self.perf, member=member or None)
         self.refused = 0  # actions refused since start (also logged)
@@ -351,7 +353,7 @@ class Controller:
     def _tick_due(self, now: float) -> bool:
         """True if a slot boundary of the policy's ticks that it may act on passed since the
         last plan (``mechanism.tick_passed``: the simulator's rule)."""
-        return tick_passed(self.policy, self._last_plan_at - self.epoch, now - self.epoch)
+        return self.mechanism.tick_passed(self._last_plan_at - self.epoch, now - self.epoch)
 
     def recover(self, now: float) -> None:
         """After a restart (or a step that raised): re-adopt live attempts, apply exits missed
@@ -757,28 +759,11 @@ class Controller:
         statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
                     if (plain(i) or _policy_sees(j)) and i not in held_back]
         known = {st.job_id: st for st in statuses}
-        if not self.policy.lazy_progress:
-            for st in statuses:
-                if st.allocation:
-                    st.settle(t)
-        ledger = self._ledger(jobs)
-        view = view_of(t, self.cluster, statuses, ledger, self.perf, tuple(sorted(changed)),
-                       by_id=known, stream=self.cache.stream, history=id(self), explain=True)
-        t0 = time.perf_counter()  # measures the policy's latency only; not a scheduling input
-        plan = self.policy.plan(view)
-        report.plan_s = time.perf_counter() - t0
-        plan, unknown = known_plan(plan, known)
-        for why in unknown:
-            text = f"policy {self.policy.name}: {why}"
-            log.warning("%s", text)
-            report.refusals.append(text)
-            self.refused += 1
-        pinned = {j for j in plan.allocations if _pinned(jobs[int(j)])
-                  and jobs[int(j)].state in HOLDING}
-        for j in pinned:
-            self._refuse(report, Action(ActionKind.MIGRATE, j, known[j].allocation,
-                                        plan.allocations[j]),
-                         Refusal(j, RefusalCode.PINNED, "pinned by an operator (stint unpin)"))
+        mech = self.mechanism
+        mech.ledger = self._ledger(jobs)
+        decision = mech.decide(t, statuses, tuple(sorted(changed)), by_id=known,
+                               stream=self.cache.stream, history=id(self), explain=True)
+        report.plan_s, plan = decision.plan_s, decision.plan
         for j, text in plan.explain.items():
             if j in known and jobs[int(j)].decision != text:
                 jobs[int(j)].decision = text
@@ -787,11 +772,15 @@ class Controller:
             if row is not None and row.state in (S.QUEUED, S.PREEMPTED) and not row.target \
                     and row.reason != str(wait):
                 row.reason = str(wait)
-        plan = Plan({j: a for j, a in plan.allocations.items() if j not in pinned}, plan.reject)
-        named = [*plan.allocations, *plan.reject]
-        staged = stage(plan, {j: known[j].allocation for j in named},
-                       {j: jobs[int(j)].attempt > 0 for j in named},
-                       {j: known[j].spec for j in named}, ledger)
+        pinned = {j for j in plan.allocations if j in known and _pinned(jobs[int(j)])
+                  and jobs[int(j)].state in HOLDING}
+        staged, unknown = mech.stage(plan, known, pinned=pinned,
+                                     has_run={j: jobs[int(j)].attempt > 0 for j in known})
+        for why in unknown:
+            text = f"policy {self.policy.name}: {why}"
+            log.warning("%s", text)
+            report.refusals.append(text)
+            self.refused += 1
         for action, why in staged.refusals:
             self._refuse(report, action, why)
         for a in staged.actions:
@@ -802,7 +791,7 @@ class Controller:
             s.add(Decision(job_id=int(a.job_id), at=now, kind=str(a.kind),
                            workers=a.after.num_workers))
             report.actions.append(a)
-        free = sum(f for n, f in enumerate(ledger.free_gpus) if n not in ledger.down)
+        free = sum(f for n, f in enumerate(mech.ledger.free_gpus) if n not in mech.ledger.down)
         started = {a.job_id for a in staged.actions}
         for st in statuses:  # a job the policy saw but gave no reason: the mechanism's own
             row = jobs[int(st.job_id)]

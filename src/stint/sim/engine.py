@@ -29,17 +29,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stint.mechanism import known_plan, next_tick, view_of
+from stint.mechanism import Mechanism
 from stint.model.allocation import EMPTY, Allocation, Plan
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.perf.model import PerfModel
-from stint.placement.ledger import Ledger
 from stint.placement.packing import packed
 from stint.placement.types import allowed_types, packed_on
 from stint.policies.base import JobStatus, Phase, Policy
 from stint.policies.knowledge import Knowledge
-from stint.reconcile import Action, ActionKind, stage
+from stint.reconcile import Action, ActionKind
 from stint.sim.costs import CostModel
 from stint.sim.events import Event, EventKind
 from stint.sim.metrics import JobRecord, RunResult
@@ -122,7 +121,8 @@ class Simulator:
         ids = {s.job_id for s in self._specs}
         if len(ids) != len(self._specs):
             raise ValueError("job ids must be unique")
-        self._ledger = Ledger(self.cluster)
+        self._mech = Mechanism(self.cluster, self.policy, self.perf)
+        self._ledger = self._mech.ledger  # the capacity after every accepted action
         self._refusals: list[str] = []
         self._table: dict[str, JobStatus] = {}
         self._track: dict[str, _Track] = {}
@@ -357,26 +357,20 @@ class Simulator:
         """
         if not self._table:
             return
-        at = next_tick(self.policy, t)
+        at = self._mech.next_tick(t)
         if at is not None and (self._tick_at is None or at < self._tick_at):
             self._tick_at = at
             self._push(at, EventKind.TICK, "")
 
     # ------------------------------------------------------------------------------ decisions
     def _decide(self, t: float) -> None:
-        if not self.policy.lazy_progress:
-            # A policy that reads ``work_done``/``attained_gpu_s`` directly gets them settled to
-            # now (O(active jobs)); the baselines read ``*_at(now)`` and declare ``lazy_progress``.
-            for st in self._table.values():
-                if st.allocation:
-                    self._settle(st, t)
-        view = view_of(t, self.cluster, _ActiveJobs(self._table), self._ledger, self.perf,
-                       list(self._changed), by_id=self._table, stream=self._stream,
-                       history=self._stream)
+        # A policy that reads ``work_done``/``attained_gpu_s`` directly gets them settled to now
+        # (O(active jobs)); the baselines read ``*_at(now)`` and declare ``lazy_progress``.
+        decision = self._mech.decide(t, _ActiveJobs(self._table), list(self._changed),
+                                     by_id=self._table, stream=self._stream, history=self._stream)
         self._changed.clear()
-        t0 = time.perf_counter()
-        plan = self.policy.plan(view)
-        self._latency.append(time.perf_counter() - t0)
+        self._latency.append(decision.plan_s)
+        plan = decision.plan
         if not plan.is_empty():
             self._enact(plan, t)
         s_t, s_busy, s_queue = self._series
@@ -386,25 +380,23 @@ class Simulator:
 
     def _enact(self, plan: Plan, t: float) -> None:
         table = self._table
-        plan, unknown = known_plan(plan, table)
-        for why in unknown:
-            self._refusals.append(f"t={t:g} policy {self.policy.name}: {why}")
-        named = {**plan.allocations, **plan.reject}
-        current = {j: table[j].allocation for j in named}
-        has_run = {j: table[j].first_start_s is not None for j in named}
-        specs = {j: table[j].spec for j in named}
-        for j in named:  # settle before the staging changes what the jobs hold
-            self._settle(table[j], t)
+        named = [*plan.allocations, *plan.reject]
+        for j in named:  # settle before the actions change what the jobs hold
+            if j in table:
+                self._settle(table[j], t)
         # With a stop cost, a job placed on GPUs this plan frees by a stop waits for it.
         self._free_before = list(self._ledger.free_gpus) if self.costs.stop_s > 0 else None
-        staged = stage(plan, current, has_run, specs, self._ledger)
+        staged, unknown = self._mech.stage(plan, table)
+        for why in unknown:
+            self._refusals.append(f"t={t:g} policy {self.policy.name}: {why}")
         for action, why in staged.refusals:
             self._refusals.append(f"t={t:g} {action.kind} refused: {why}")
         for action in staged.actions:
             self._apply(action, t)
         self._free_before = None
         for j in plan.allocations:
-            self._changed[j] = None
+            if j in table:
+                self._changed[j] = None
 
     def _apply(self, action: Action, t: float) -> None:
         if self.on_action is not None:
