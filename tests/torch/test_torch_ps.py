@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from builders import wait_for  # type: ignore[import-not-found]
 from torch import nn
 
 from stint.torch import ps
@@ -69,12 +70,21 @@ def _run(workers: int, servers: int, *args: str, ckpt: Path | None = None, logic
         line = raw.decode()
         out += line
         if stop_after is not None and line.startswith(f"step {stop_after} "):
-            for p in procs[:workers]:
+            for p in procs[:workers]:  # asynchronous workers may lag: each one's handler first
+                wait_for(lambda p=p: _catches(p.pid, signal.SIGUSR1), 120, f"worker {p.pid} ready")
                 p.send_signal(signal.SIGUSR1)
     codes = [p.wait(timeout=300) for p in procs]
     bad = [c for c in codes if c not in (0, ps.PREEMPTED_EXIT_CODE)]
     assert not bad, (codes, out)
     return (ps.PREEMPTED_EXIT_CODE if ps.PREEMPTED_EXIT_CODE in codes else 0), out
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """True once process ``pid`` has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
 
 
 def _digest(out: str, steps: int) -> str:
