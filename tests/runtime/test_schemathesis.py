@@ -40,7 +40,7 @@ def _fuzz(serve: ServeProc, token: str, *filters: str) -> subprocess.CompletedPr
     # Run in the test's directory: schemathesis keeps a cache (.schemathesis/) where it runs.
     return subprocess.run(
         [SCHEMATHESIS, "run", f"{serve.url}/openapi.json", "-H", f"Authorization: Bearer {token}",
-         "--checks", "not_a_server_error", "-n", "25", "--max-time", "40", "-w", "2",
+         "--checks", "not_a_server_error", "-n", "20", "--max-time", "25", "-w", "2",
          "--seed", "11", *filters],
         capture_output=True, text=True, timeout=300, check=False, cwd=serve.data_dir.parent)
 
