@@ -165,3 +165,18 @@ def test_rank_counters_count_the_same_on_every_p_and_across_a_resize(tmp_path):
     words = reduced.pop().split()  # sum S mean M max X min N micro-batches 40
     total, mean, most, least = int(words[1]), float(words[3]), int(words[5]), int(words[7])
     assert mean == total / 4 and most > least and least * 4 <= total <= most * 4, words
+
+
+@pytest.mark.slow
+def test_overlapped_slices_give_the_bits_of_one_worker_at_l_8(tmp_path):
+    """L = 8 sharded on 2 and 4 workers: 4 and 2 time slices, each slice's all_to_all in flight
+    while the next is taken (the buffer pairs used in turn, reused from the third slice on)."""
+    runs = set()
+    for workers, exchange in [(1, "auto"), (2, "sharded"), (4, "sharded")]:
+        codes, outs = run_workers(SCRIPT, ["--exchange", exchange], workers, 8, None, tmp_path / f"e{workers}")
+        assert codes == [0] * workers, outs
+        done = {line.split()[2] for out in outs for line in out.splitlines() if line.startswith("done")}
+        logged = tuple(line for line in outs[0].splitlines() if line.startswith("step"))
+        assert len(done) == 1 and logged, outs
+        runs.add((done.pop(), logged))
+    assert len(runs) == 1, runs
