@@ -5,6 +5,8 @@ times, per step, after a warm-up step:
 
 - ``allreduce``: one ``dist.all_reduce`` of a flat gradient buffer, then the division by P (what
   DDP does with its buckets, minus the bucketing; the gradients are already in the buffer);
+- ``sharded-sync``: the sharded exchange with each slice's all_to_all waited for before the next
+  (``Exchange(overlap=False)``, the exchange before slices overlapped), for before/after figures;
 - ``sharded`` / ``gathered``: stint's exact exchange (stint.torch.exchange): each hosted logical
   rank's gradients folded in (a copy into the flat buffer, as DDP copies into its buckets), then
   the left fold in logical-rank order, by an all_to_all per time slice + an all-gather, or by one
@@ -57,7 +59,8 @@ def worker(modes: list[str], mb: float, rounds: int) -> None:
     grads = [torch.randn(p.shape, generator=torch.Generator().manual_seed(env.rank)) for p in params]
     flat = torch.cat(grads)
     placement = [round_robin(w, env.world_size, env.logical_world_size) for w in range(env.world_size)]
-    exchanges = {m: Exchange(params, placement, sharded=m == "sharded") for m in modes if m != "allreduce"}
+    exchanges = {m: Exchange(params, placement, sharded=m.startswith("sharded"), overlap=m != "sharded-sync")
+                 for m in modes if m != "allreduce"}
     base = _rss_mb()
     times: dict[str, list[float]] = {m: [] for m in modes}
     for r in range(rounds + 1):
@@ -102,6 +105,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="20 MB only")
     p.add_argument("--small", action="store_true",
                    help="sharded against gathered for small models (where the switch should be)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS runs (times only)")
     p.add_argument("--anchors", action="store_true",
                    help="the sharded exchange (chosen from 256 KiB) against one all_reduce at 2, 20 and "
                    "200 MB, L = 4 and 8 on 4 workers")
@@ -114,7 +118,7 @@ def main() -> None:
     if a.small:
         configs = [(mb, 4, 4, ["allreduce", "sharded", "gathered"]) for mb in (0.0625, 0.25, 1, 4)]
     if a.anchors:
-        configs = [(mb, 4, lws, ["allreduce", "sharded"]) for mb in (2, 20, 200) for lws in (4, 8)]
+        configs = [(mb, 4, lws, ["allreduce", "sharded", "sharded-sync"]) for mb in (2, 20, 200) for lws in (4, 8)]
     if not (a.quick or a.small or a.anchors):
         configs += [(200, 4, 4, ["allreduce", "sharded"])]
     print("| gradients | P | L | exchange | ms/step (same run) | / all_reduce | peak RSS growth MB |")
@@ -122,9 +126,9 @@ def main() -> None:
     for mb, workers, lws, modes in configs:
         timed = run(modes, mb, workers, lws, a.rounds)["seconds"]
         for m in modes:
-            memory = run([m], mb, workers, lws, 2)["extra_mb"]
+            memory = "" if a.no_memory else f"{run([m], mb, workers, lws, 2)['extra_mb']:.0f}"
             print(f"| {mb:g} MB | {workers} | {lws} | {m} | {1000 * timed[m]:.1f} | "
-                  f"{timed[m] / timed['allreduce']:.2f} | {memory:.0f} |", flush=True)
+                  f"{timed[m] / timed['allreduce']:.2f} | {memory} |", flush=True)
     if not (a.quick or a.small or a.anchors):  # memory against L on one worker hosting every logical rank (no peers)
         for lws in (1, 2, 4, 8):
             memory = run(["sharded" if lws > 1 else "allreduce"], 100, 1, lws, 2)["extra_mb"]

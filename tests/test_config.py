@@ -168,3 +168,18 @@ def test_tier_targets_reach_only_the_policies_that_take_them() -> None:
     policy = make_with_options("singularity", opts)
     assert isinstance(policy, Singularity) and policy.sla == SlaTargets(0.9, 0.5, None)
     make_with_options("fifo", opts)  # another policy's keys are not its own
+
+
+def test_the_jobs_port_range_loads_prints_back_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    conf = tmp_path / "serve.toml"
+    conf.write_text('[executor]\nports = "29500-29600"\n')
+    cfg = load(conf)
+    assert (cfg.executor.ports, len(cfg.executor.port_range() or ())) == ("29500-29600", 101)
+    assert 'ports = "29500-29600"' in _print(tmp_path, "--config", str(conf))
+    assert "# ports: not set (any free port)" in _print(tmp_path)
+    conf.write_text('[executor]\nports = "29600-29500"\n')
+    with pytest.raises(ConfigError, match=r"serve.toml:2: executor.ports: port range 29600-29500: "
+                                          r"the first port is above the last"):
+        load(conf)
+    r = CliRunner().invoke(app, ["serve", "--job-ports", "29500:29600", "--print-config"])
+    assert r.exit_code == 2 and "--job-ports: port range '29500:29600': expected FIRST-LAST" in r.output

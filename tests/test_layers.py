@@ -46,8 +46,9 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
 # Each layer may import its own modules and those of layers below it (a lower rank), never one
 # beside or above it. The SDK (``torch``) stands apart: it imports nothing of the scheduler. The
 # commands (``stint/cli.py`` and each folder's ``cli.py``) sit on top.
-RANKS = {"stint": 0, "ray_env": 0, "model": 1, "torch": 1, "perf": 2, "placement": 3, "policies": 4,
-         "config": 5, "reconcile": 5, "mechanism": 6, "report": 6, "sim": 7, "experiments": 8, "runtime": 8, "cli": 9}
+RANKS = {"stint": 0, "ray_env": 0, "ports": 0, "model": 1, "torch": 1, "perf": 2, "placement": 3,
+         "policies": 4, "config": 5, "reconcile": 5, "mechanism": 6, "report": 6, "sim": 7,
+         "experiments": 8, "runtime": 8, "cli": 9}
 
 
 def _module(path: Path, src: Path) -> str:

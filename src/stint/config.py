@@ -21,6 +21,8 @@ gpus_per_node = 2
 network = "auto"              # local jobs' network: "private" (a namespace per attempt: its
                               # loopback only), "host", or "auto" (private when run as root)
 # cluster = "cluster.toml"    # local: typed virtual nodes from a cluster file (instead of nodes)
+# ports = "29500-29600"       # local: the jobs' rendezvous ports (MASTER_PORT; default: any free
+                              # port below the kernel's ephemeral range)
 
 [controller]
 tick_s = 0.5                  # seconds between reconcile steps
@@ -76,6 +78,7 @@ from pathlib import Path
 from stint.model.job import Tier
 from stint.model.sla import SlaTargets
 from stint.policies import registry
+from stint.ports import PortRange, PortRangeError, parse_ports
 
 # What the OS must accept when it starts a worker (Linux: ARG_MAX covers argv and environment
 # together, at least 2 MiB; the supervisor's own arguments and the contract variables need room).
@@ -156,6 +159,11 @@ class ExecutorConfig:
     ray_address: str | None = None  # ray: the cluster (None: $RAY_ADDRESS)
     network: str = "auto"  # local: "private", "host", or "auto" (private when run as root)
     cluster: Path | None = None  # local: a cluster file of typed virtual nodes (``--cluster``)
+    ports: str | None = None  # local: the jobs' rendezvous ports, "FIRST-LAST" or "PORT" (None: any)
+
+    def port_range(self) -> PortRange | None:
+        """``ports`` parsed (PortRangeError if malformed; ``validate`` reports it first)."""
+        return parse_ports(self.ports) if self.ports is not None else None
 
     def network_for(self, root: bool) -> str:
         """The local executor's network: "auto" is "private" for a control plane run as root
@@ -245,7 +253,7 @@ class ServeConfig:
 _TABLES: dict[str, set[str]] = {
     "server": {"host", "port", "log_level"},
     "store": {"data_dir", "db", "jobs_dir"},
-    "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network", "cluster"},
+    "executor": {"kind", "nodes", "gpus_per_node", "ray_address", "network", "cluster", "ports"},
     "controller": {"tick_s", "grace_s", "max_retries", "slow_step_s", "stuck_step_s", "drain",
                    "hang_s", "retry_backoff_s", "retry_backoff_max_s"},
     "policy": {"name", "options"},
@@ -280,7 +288,8 @@ def load(path: Path) -> ServeConfig:
                                 ex.integer("gpus_per_node", d.executor.gpus_per_node),
                                 ex.opt_text("ray_address"),
                                 ex.text("network", d.executor.network),
-                                ex.path("cluster")),
+                                ex.path("cluster"),
+                                ex.opt_text("ports")),
         controller=ControlConfig(ctl.number("tick_s", d.controller.tick_s),
                                  ctl.number("grace_s", d.controller.grace_s),
                                  ctl.integer("max_retries", d.controller.max_retries),
@@ -316,6 +325,7 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
         ("executor.gpus_per_node", e.gpus_per_node >= 1, f"must be at least 1, not {e.gpus_per_node}"),
         ("executor.network", e.network in NETWORKS,
          f"must be one of {', '.join(NETWORKS)}, not {e.network!r}"),
+        ("executor.ports", _port_problem(e.ports) is None, _port_problem(e.ports) or ""),
         ("controller.tick_s", _finite_at_least(c.tick_s, 0.01), f"must be at least 0.01, not {c.tick_s}"),
         ("controller.grace_s", _finite_at_least(c.grace_s, 0.0), f"must be at least 0, not {c.grace_s}"),
         ("controller.max_retries", c.max_retries >= 0, f"must be at least 0, not {c.max_retries}"),
@@ -356,6 +366,17 @@ def validate(cfg: ServeConfig) -> tuple[str, str] | None:
     return next(((k, msg) for k, ok, msg in checks if not ok), None)
 
 
+def _port_problem(ports: str | None) -> str | None:
+    """What is wrong with an ``[executor] ports`` value (None: nothing, or not set)."""
+    if ports is None:
+        return None
+    try:
+        parse_ports(ports)
+    except PortRangeError as e:
+        return str(e)
+    return None
+
+
 def dump(cfg: ServeConfig) -> str:
     """``cfg`` as TOML that ``load`` reads back to ``cfg`` (settings left to their defaults that
     have no TOML value, such as no database URL, are comments)."""
@@ -366,7 +387,7 @@ def dump(cfg: ServeConfig) -> str:
                                jobs_dir=st.jobs_root() if st.data_dir else st.jobs_dir),
            "", "[executor]", *_kv(kind=ex.kind, nodes=ex.nodes, gpus_per_node=ex.gpus_per_node,
                                   ray_address=ex.ray_address, network=ex.network,
-                                  cluster=ex.cluster),
+                                  cluster=ex.cluster, ports=ex.ports),
            "", "[controller]", *_kv(tick_s=ctl.tick_s, grace_s=ctl.grace_s,
                                     max_retries=ctl.max_retries, slow_step_s=ctl.slow_step_s,
                                     stuck_step_s=ctl.stuck_step_s, drain=ctl.drain,
@@ -638,6 +659,7 @@ def _toml(value: object) -> str:
 
 
 _UNSET = {"file": "one cluster, [executor]", "cluster": "nodes x gpus_per_node, untyped", "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
+          "ports": "any free port",
           "max_gpus": "no limit but the cluster's size"}
 
 

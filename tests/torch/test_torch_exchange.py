@@ -145,14 +145,38 @@ def test_a_divergence_found_at_a_stop_keeps_the_last_agreed_state(tmp_path):
 def test_rank_counters_count_the_same_on_every_p_and_across_a_resize(tmp_path):
     """A count made in the micro-batch loop, per logical rank: 40 micro-batches in 10 steps at
     L = 4 on 1 or 2 workers, and across a stop on 2 resumed on 4; the same count in the job's
-    (worker 0's) counters, which would depend on P, is flagged."""
+    (worker 0's) counters, which would depend on P, is flagged. A per-rank sum of sample indices
+    reduced by sum, mean, max and min reads the same on every worker and every P, and max > min
+    (the ranks' values differ: it is no one worker's count)."""
+    reduced = set()
     for workers in (1, 2):
         codes, outs = run_workers(SCRIPT, ["--counts"], workers, 4, None, tmp_path / f"c{workers}")
         assert codes == [0] * workers, outs
         assert all(out.splitlines()[-1].endswith("micro-batches 40") for out in outs), outs
+        reduced |= {out.splitlines()[-1].partition(" seen ")[2] for out in outs}
     codes, outs = run_workers(SCRIPT, ["--counts", "--stop-at", "4"], 2, 4, tmp_path / "ck", tmp_path / "a")
     assert codes == [75, 75], outs
     assert outs[0].count("stint: warning: counters['mb'] changed inside the micro-batch loop") == 1
     codes, outs = run_workers(SCRIPT, ["--counts"], 4, 4, tmp_path / "ck", tmp_path / "b")
     assert codes == [0] * 4, outs
     assert all(out.splitlines()[-1].endswith("micro-batches 40") for out in outs), outs
+    reduced |= {out.splitlines()[-1].partition(" seen ")[2] for out in outs}
+    assert len(reduced) == 1, reduced
+    words = reduced.pop().split()  # sum S mean M max X min N micro-batches 40
+    total, mean, most, least = int(words[1]), float(words[3]), int(words[5]), int(words[7])
+    assert mean == total / 4 and most > least and least * 4 <= total <= most * 4, words
+
+
+@pytest.mark.slow
+def test_overlapped_slices_give_the_bits_of_one_worker_at_l_8(tmp_path):
+    """L = 8 sharded on 2 and 4 workers: 4 and 2 time slices, each slice's all_to_all in flight
+    while the next is taken (the buffer pairs used in turn, reused from the third slice on)."""
+    runs = set()
+    for workers, exchange in [(1, "auto"), (2, "sharded"), (4, "sharded")]:
+        codes, outs = run_workers(SCRIPT, ["--exchange", exchange], workers, 8, None, tmp_path / f"e{workers}")
+        assert codes == [0] * workers, outs
+        done = {line.split()[2] for out in outs for line in out.splitlines() if line.startswith("done")}
+        logged = tuple(line for line in outs[0].splitlines() if line.startswith("step"))
+        assert len(done) == 1 and logged, outs
+        runs.add((done.pop(), logged))
+    assert len(runs) == 1, runs

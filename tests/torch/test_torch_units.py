@@ -109,3 +109,34 @@ def test_the_launcher_returns_the_first_failing_workers_code():
     procs = launch.start([sys.executable, "-c", code], 2, 2, None)
     assert launch.wait(procs) == 3
     assert procs[0].poll() == -15
+
+
+def test_rank_reductions_fold_in_rank_order():
+    from stint.torch.job import reduce_in_rank_order
+
+    assert [reduce_in_rank_order([3, 1, 4, 1], h) for h in ("sum", "mean", "max", "min")] == [9, 2.25, 4, 1]
+    # float sums depend on the order: the fold is left to right, rank 0 first
+    vals = [1e16, 1.0, -1e16, 1.0]
+    assert reduce_in_rank_order(vals, "sum") == ((1e16 + 1.0) + -1e16) + 1.0
+    t = [torch.tensor([1.0, 5.0]), torch.tensor([3.0, 2.0])]
+    assert reduce_in_rank_order(t, "max").tolist() == [3.0, 5.0]
+    assert reduce_in_rank_order(t, "min").tolist() == [1.0, 2.0]
+    assert reduce_in_rank_order(t, "mean").tolist() == [2.0, 3.5]
+
+
+def test_a_rank_reduction_by_hand_names_what_is_wrong(tmp_path, monkeypatch):
+    import stint.torch as stint
+
+    for k in [k for k in __import__("os").environ if k.startswith("STINT_")]:
+        monkeypatch.delenv(k)
+    model = torch.nn.Linear(2, 1)
+    job = stint.init(model=model, logical_world_size=3, rank_counters={"seen": 0})
+    for step in job.steps(2):
+        for lr in job.logical_ranks():
+            job.rank_counters["seen"] += 10 * lr + step
+    assert [job.rank_counters_reduce("seen", h) for h in ("sum", "mean", "max", "min")] == [63, 21.0, 41, 1]
+    assert job.rank_counters_total("seen") == 63
+    with pytest.raises(ValueError, match=r"how='median' must be one of \['sum', 'mean', 'max', 'min'\]"):
+        job.rank_counters_reduce("seen", "median")
+    with pytest.raises(KeyError, match="'mb' is not one of"):
+        job.rank_counters_reduce("mb")

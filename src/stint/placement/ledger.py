@@ -33,6 +33,7 @@ class RefusalCode(StrEnum):
     INVALID_SIZE = "invalid size"  # the job cannot run on that many workers
     TYPE = "type"  # its nodes mix accelerator types, or are of a type the job may not run on
     PINNED = "pinned"  # an operator pinned the job where it is
+    FINISHING = "finishing"  # the job is at its last step: it ends by itself
     DISPLACED = "displaced"  # another refusal in the same plan left no room for it
     UNKNOWN = "unknown"  # the plan named a job the policy was not shown
 

@@ -54,6 +54,10 @@ class JobStatus:
     # estimate; the true work only under oracle knowledge). None: ``spec.work``, which for a live
     # job is its declared length. Read it through ``known_work``/``known_remaining_at``.
     est_work: float | None = None
+    # The job's own report says it runs its last step or is past its loop (the live SDK's
+    # status file: ``step + 1 >= total_steps``, or ``finished``): it is ending by itself. The live
+    # controller refuses a plan's resize, migration, preemption or rejection of it.
+    finishing: bool = False
 
     @property
     def job_id(self) -> str:

@@ -88,6 +88,10 @@ def serve(
     cluster: Annotated[Path | None, typer.Option(help="Local executor: a cluster file of typed "
                                                  "virtual nodes (docs/simulator.md, Accelerator "
                                                  "types) instead of --nodes/--gpus-per-node.")] = None,
+    job_ports: Annotated[str | None, typer.Option(help="Local executor: the jobs' rendezvous "
+                                                  "ports (MASTER_PORT), FIRST-LAST or one port, "
+                                                  "e.g. 29500-29600 [default: any free port].")]
+    = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between reconcile steps "
                                                "[default: 0.5].")] = None,
     grace: Annotated[float | None, typer.Option(help="Seconds a job has to checkpoint before "
@@ -134,7 +138,8 @@ def serve(
         server=_given(host=host, port=port, log_level=log_level and log_level.lower()),
         store=_given(data_dir=data_dir, db=db, jobs_dir=jobs_dir),
         executor=_given(kind=executor, nodes=nodes, gpus_per_node=gpus_per_node,
-                        ray_address=ray_address, cluster=cluster and cluster.resolve()),
+                        ray_address=ray_address, cluster=cluster and cluster.resolve(),
+                        ports=job_ports),
         controller=_given(tick_s=tick, grace_s=grace, max_retries=max_retries,
                           slow_step_s=slow_step, drain=drain),
         limits=_given(max_jobs=max_jobs_per_user, max_gpus=max_gpus_per_user,
@@ -171,6 +176,7 @@ def _given(**values: Any) -> dict[str, Any]:
 _FLAG_OF = {"server.host": "--host", "server.port": "--port", "server.log_level": "--log-level",
             "executor.kind": "--executor", "executor.nodes": "--nodes",
             "executor.gpus_per_node": "--gpus-per-node", "executor.cluster": "--cluster",
+            "executor.ports": "--job-ports",
             "controller.tick_s": "--tick",
             "controller.grace_s": "--grace", "controller.max_retries": "--max-retries",
             "controller.slow_step_s": "--slow-step", "limits.max_jobs": "--max-jobs-per-user",

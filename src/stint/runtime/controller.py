@@ -16,6 +16,10 @@ Each ``step(now)``:
 A crash between 5 and 6 is healed by ``recover``: every intent is idempotent per (job, attempt).
 Time is an argument: the caller (``serve``) owns the clock.
 
+A running job whose SDK reports it at its last step or past its loop (``view.finishing``) is
+left to end: the plan's preemption, resize, migration or rejection of it is refused, and an
+operator's preempt or pin is not carried out (a cancel, a time limit and a hang still are).
+
 Each job's bounds (``Job.memory_max`` ... ``max_retries``; None: the operator's defaults,
 ``ControllerConfig.limits`` and its own fields) are the controller's to keep, besides the policy:
   - memory and processes per worker, the log's and the directory's bytes: handed to the
@@ -50,11 +54,11 @@ from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
 from stint.mechanism import Mechanism
-from stint.model.allocation import Allocation
+from stint.model.allocation import Allocation, Plan
 from stint.perf.model import PerfModel
 from stint.perf.scaling import ScalingModel
 from stint.perf.types import TypedPerf, TypeSpeeds
-from stint.placement.ledger import Ledger, Refusal
+from stint.placement.ledger import Ledger, Refusal, RefusalCode
 from stint.placement.packing import assign_slots, fits, give, pack, take
 from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.policies.typed import wrap
@@ -83,7 +87,13 @@ from stint.runtime.states import (
 )
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Attempt, Decision, Job, Transition
-from stint.runtime.view import cluster_of, held_slots, logical_allocation, logical_world_size
+from stint.runtime.view import (
+    cluster_of,
+    finishing,
+    held_slots,
+    logical_allocation,
+    logical_world_size,
+)
 from stint.sim.costs import CostModel, FittedCosts
 
 if TYPE_CHECKING:
@@ -562,7 +572,9 @@ class Controller:
                                       finished_at=now)
             if job.preempt_requested:
                 job.preempt_requested = False
-                if job.state in (S.RUNNING, S.STARTING):
+                if job.state == S.RUNNING and self._finishing(job):
+                    log.info("job %s: preempt not sent: the job is at its last step", job.id)
+                elif job.state in (S.RUNNING, S.STARTING):
                     self._stop(s, job, P.OPERATOR, now, effects, reason="preempt requested by operator")
             if job.to_cluster and not job.cancel_requested:
                 self._move_out(s, job, now, effects)
@@ -716,7 +728,8 @@ class Controller:
         """A pin (an admin's resize/migrate) moves a *running* job; a queued or paused job's pin
         waits until the policy admits it (the policy keeps admission)."""
         for job in jobs:
-            if _pinned(job) and job.state == S.RUNNING and not job.stop_purpose:
+            if _pinned(job) and job.state == S.RUNNING and not job.stop_purpose \
+                    and not self._finishing(job):  # (a job at its last step ends where it is)
                 self._enact_pin(s, job, free, now, effects)
 
     def _enact_pin(self, s: Writes, job: Job, free: list[int], now: float,
@@ -774,6 +787,10 @@ class Controller:
                 row.reason = str(wait)
         pinned = {j for j in plan.allocations if j in known and _pinned(jobs[int(j)])
                   and jobs[int(j)].state in HOLDING}
+        ending = self._refuse_finishing(plan, jobs, known, pinned, report)
+        if ending:
+            plan = Plan({j: a for j, a in plan.allocations.items() if j not in ending},
+                        {j: why for j, why in plan.reject.items() if j not in ending})
         staged, unknown = mech.stage(plan, known, pinned=pinned,
                                      has_run={j: jobs[int(j)].attempt > 0 for j in known})
         for why in unknown:
@@ -799,6 +816,29 @@ class Controller:
                     and row.reason == SUBMITTED and row.state in (S.QUEUED, S.PREEMPTED):
                 row.reason = str(unexplained_wait(st.spec, free, self.policy.name))
         self._forecast_stale = True
+
+    def _refuse_finishing(self, plan: Plan, jobs: dict[int, Job], known: Mapping[str, JobStatus],
+                          pinned: set[str], report: StepReport) -> set[str]:
+        """The running jobs at their last step that ``plan`` would stop, resize, move or reject:
+        refused (they end by themselves; a stop would save one step and cost a relaunch)."""
+        ending: set[str] = set()
+        for j in [*plan.allocations, *plan.reject]:
+            if j not in known:  # the mechanism refuses it as unknown
+                continue
+            row, before = jobs[int(j)], known[j].allocation
+            after = plan.allocations.get(j, before) if j not in plan.reject else None
+            if j in pinned or j in ending or row.state != S.RUNNING or after == before \
+                    or not self._finishing(row):
+                continue
+            ending.add(j)
+            kind = ActionKind.REJECT if after is None else classify(before, after, True)
+            self._refuse(report, Action(kind or ActionKind.MIGRATE, j, before, after or before),
+                         Refusal(j, RefusalCode.FINISHING, "the job is at its last step"))
+        return ending
+
+    def _finishing(self, job: Job) -> bool:
+        """Whether the job's SDK reports it at its last step or past it (``view.finishing``)."""
+        return finishing(self._progress(job)[0], job.total_steps)
 
     def forecast(self, now: float) -> None:
         """Write each active job's estimated start (with its band) and finish

@@ -139,7 +139,7 @@ def single_plane(cfg: ServeConfig, data_dir: Path, store: Store, policy: Policy,
     typed = typed_nodes(cfg)
     executor = make_executor(ex.kind, data_dir / "executor", ex.nodes, ex.gpus_per_node,
                              ex.ray_address, network=job_network(cfg),
-                             node_list=typed[0] if typed else ())
+                             node_list=typed[0] if typed else (), ports=ex.port_range())
     name, options = cfg.policy_name(), cfg.policy_options()
     ctl = controller_config(cfg, cfg.store.jobs_root(), lambda: make_with_options(name, options))
     if typed:

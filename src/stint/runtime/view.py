@@ -92,6 +92,19 @@ def logical_allocation(job: Job) -> Allocation:
     return EMPTY
 
 
+def finishing(report: Mapping[str, Any] | None, total_steps: int | None) -> bool:
+    """Whether the SDK's ``report`` says the job is at its last step or past it: its state is
+    ``finished``, or ``step + 1`` has reached its total (the report's own ``total_steps``, else
+    the declared one). A stop would then save at most one step (and cost a relaunch); past
+    the loop the SDK ignores it and the job ends as succeeded."""
+    if not report:
+        return False
+    if report.get("state") == "finished":
+        return True
+    step, total = report.get("step"), report.get("total_steps") or total_steps
+    return isinstance(step, int) and isinstance(total, int) and step + 1 >= total > 0
+
+
 def status_of(job: Job, user: str, epoch: float, perf: PerfModel,
               report: Mapping[str, Any] | None = None, now: float = 0.0) -> JobStatus:
     """The job as a policy sees it. ``report`` is the SDK's last progress report (its ``step``
@@ -119,6 +132,7 @@ def status_of(job: Job, user: str, epoch: float, perf: PerfModel,
         preemptions=d["preemptions"],
         rate=rate,
         as_of_s=as_of,
+        finishing=d["state"] in _HOLDING and finishing(report, d["total_steps"]),
     )
 
 

@@ -14,7 +14,9 @@ The fold runs in place in one accumulation buffer, so memory does not grow with 
   in rank order into its one shard-sized accumulator (a reduce-scatter in a fixed order); after
   the last slice an all-gather of the finished shards (an ``all_to_all`` of P copies: gloo's
   allgather is slower) gives everyone the mean. With L = P that is the traffic of one ring
-  all-reduce; every further slice adds one reduce-scatter's worth. A rank that arrives before its
+  all-reduce; every further slice adds one reduce-scatter's worth. Each slice's ``all_to_all`` is
+  asynchronous: it runs while the next micro-batch computes, and is folded at the next slice (two
+  send/receive buffer pairs, used in turn; ``overlap=False``: one, each slice waited for). A rank that arrives before its
   predecessors (a placement other than the default, ``STINT_LOGICAL_RANKS``) waits in a side
   buffer until they are folded: the same bits, more memory;
 - *gathered* (small models, where a collective's latency dominates): one ``all_gather`` of every
@@ -28,6 +30,7 @@ meta all-reduce).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -82,7 +85,7 @@ class Exchange:
     """Take each hosted logical rank's gradients in turn, then reduce them across all workers."""
 
     def __init__(self, params: Sequence[torch.Tensor], placement: Sequence[Sequence[int]],
-                 *, sharded: bool | None = None) -> None:
+                 *, sharded: bool | None = None, overlap: bool = True) -> None:
         dtypes = {p.dtype for p in params}
         if len(dtypes) > 1:
             raise TypeError(f"stint: parameters of one dtype are required for exact reduction, got {dtypes}")
@@ -108,6 +111,11 @@ class Exchange:
         self._recv: torch.Tensor | None = None  # sharded: one slice's shards from every worker
         self._acc: torch.Tensor | None = None  # sharded: this worker's shard of the sum
         self._rows: torch.Tensor | None = None  # gathered: this worker's micro-batches' gradients
+        # sharded, ``overlap``: a slice's all_to_all runs while the next micro-batch computes (its
+        # fold waits for the next take); two send/receive buffer pairs, in turn.
+        self.overlap = overlap
+        self._spare: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._pending: tuple[Any, torch.Tensor, int] | None = None  # (work, received, slot)
 
     def start_step(self, reuse: bool) -> None:
         """A micro-batch loop begins. ``reuse``: the last step's gradients are no parameter's
@@ -117,6 +125,9 @@ class Exchange:
             self._free.append(self._handed)
         self._handed = None
         self._slot = 0
+        if self._pending is not None:  # a loop left early: its last slice is waited for, not folded
+            self._pending[0].wait()
+            self._pending = None
         self._flat = self._free.pop() if self._free else self._empty(self._width())
         if self.world_size == 1:
             self._fold = Fold(self._flat)
@@ -140,17 +151,45 @@ class Exchange:
         if self.world_size == 1:
             self._take_local(logical_rank)
         elif self.sharded:
-            assert self._recv is not None and self._fold is not None
-            self._flatten(self._flat)
-            dist.all_to_all_single(self._recv, self._flat)  # shard j of every worker's to worker j
-            rows = self._recv.view(self.world_size, self.shard)
-            for w, ranks in enumerate(self.placement):
-                self._fold.offer(ranks[self._slot], rows[w])
+            send, recv = self._pair(self._slot)
+            self._flatten(send)
+            # shard j of every worker's to worker j
+            work = dist.all_to_all_single(recv, send, async_op=self.overlap)
+            if self.overlap:
+                self._settle()  # the slice before: received by now (gloo runs them in order)
+                self._pending = (work, recv, self._slot)
+            else:
+                self._fold_slice(recv, self._slot)
         else:
             assert self._rows is not None
             width = self.n + len(self.params) + 1
             self._flatten(self._rows[self._slot * width : self._slot * width + self.n])
         self._slot += 1
+
+    def _pair(self, slot: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slot ``slot``'s send and receive buffers: the step's own, or (odd slots, with
+        ``overlap``) the spare pair, so a slice in flight is never overwritten."""
+        assert self._flat is not None and self._recv is not None
+        if not self.overlap or slot % 2 == 0:
+            return self._flat, self._recv
+        if self._spare is None:
+            self._spare = (self._empty(self._width()), self._empty(self._width()))
+        return self._spare
+
+    def _fold_slice(self, received: torch.Tensor, slot: int) -> None:
+        """Fold one time slice's shards (row w: worker w's rank of slot ``slot``) in rank order."""
+        assert self._fold is not None
+        rows = received.view(self.world_size, self.shard)
+        for w, ranks in enumerate(self.placement):
+            self._fold.offer(ranks[slot], rows[w])
+
+    def _settle(self) -> None:
+        """Wait for the slice in flight, if any, and fold it in."""
+        if self._pending is not None:
+            work, received, slot = self._pending
+            self._pending = None
+            work.wait()
+            self._fold_slice(received, slot)
 
     def _take_local(self, logical_rank: int) -> None:
         """One worker hosts every rank: each parameter's gradient is added into the fold directly."""
@@ -186,6 +225,7 @@ class Exchange:
 
     def reduce(self, flags: int) -> int:
         """Set every parameter's gradient to the mean over logical ranks; return the agreed flags."""
+        self._settle()
         header = torch.tensor([*map(float, self._mask), float(flags)], dtype=self.dtype, device=self.device)
         self._mask = [False] * len(self.params)
         total = self._flat

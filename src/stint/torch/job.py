@@ -253,17 +253,22 @@ class Job:
         return self._rank_counters[self._current]
 
     def rank_counters_total(self, name: str) -> Any:
-        """The sum of rank counter ``name`` over the L logical ranks, in logical-rank order (the
-        same on every worker and for every P). Collective while the loop runs (every worker calls
-        it at the same point); after the loop it reads the values gathered when it ended."""
+        """The sum of rank counter ``name`` over the L logical ranks: ``rank_counters_reduce(name, "sum")``."""
+        return self.rank_counters_reduce(name, "sum")
+
+    def rank_counters_reduce(self, name: str, how: str = "sum") -> Any:
+        """Rank counter ``name`` reduced over the L logical ranks: ``how`` is "sum" (in logical-rank
+        order), "mean" (that sum / L), "max" or "min" (numbers, or tensors element-wise). Each
+        logical rank's value is the same for any P, and so is the result, bit for bit. Collective
+        while the loop runs (every worker calls it at the same point); after the loop it reads
+        the values gathered when it ended."""
         if name not in self._rank_template:
-            raise KeyError(f"job.rank_counters_total: {name!r} is not one of init(rank_counters=...)'s "
+            raise KeyError(f"job.rank_counters_reduce: {name!r} is not one of init(rank_counters=...)'s "
                            f"names {sorted(self._rank_template)}")
+        if how not in RANK_REDUCTIONS:
+            raise ValueError(f"job.rank_counters_reduce: how={how!r} must be one of {list(RANK_REDUCTIONS)}")
         every = self._all_rank_counters()
-        total = every[0][name]
-        for lr in range(1, self.env.logical_world_size):
-            total = total + every[lr][name]
-        return total
+        return reduce_in_rank_order([every[lr][name] for lr in range(self.env.logical_world_size)], how)
 
     def _all_rank_counters(self) -> dict[int, dict[str, Any]]:
         if self._ended_counters is not None:
@@ -874,6 +879,24 @@ def _majority(rows: torch.Tensor) -> list[int]:
     return []
 
 
+RANK_REDUCTIONS = ("sum", "mean", "max", "min")
+
+
+def reduce_in_rank_order(values: Sequence[Any], how: str) -> Any:
+    """``values`` (one per logical rank, in rank order) reduced by ``how`` (RANK_REDUCTIONS),
+    folded left to right: the same bits whatever the number of workers."""
+    out = values[0]
+    for v in values[1:]:
+        if how in ("sum", "mean"):
+            out = out + v
+        elif isinstance(out, torch.Tensor) or isinstance(v, torch.Tensor):
+            pick = torch.maximum if how == "max" else torch.minimum
+            out = pick(torch.as_tensor(out), torch.as_tensor(v))
+        else:
+            out = max(out, v) if how == "max" else min(out, v)
+    return out / len(values) if how == "mean" else out
+
+
 def backend_for(device: torch.device) -> str:
     """The process-group backend for a job whose parameters live on ``device``: NCCL for CUDA
     tensors (gloo beside it for CPU ones), gloo on the CPU."""
@@ -938,7 +961,8 @@ def init(
     in place on resume; it is worker 0's (a count that differs per worker warns at checkpoints).
     ``rank_counters``: a dict of picklable start values copied for every logical rank:
     ``job.rank_counters`` inside the micro-batch loop, saved per logical rank (the same on any
-    P); ``job.rank_counters_total(name)`` sums one over the L ranks. ``logical_world_size`` and ``ckpt_dir`` apply when the
+    P); ``job.rank_counters_reduce(name, "sum"|"mean"|"max"|"min")`` reduces one over the L ranks
+    (``rank_counters_total(name)``: its sum). ``logical_world_size`` and ``ckpt_dir`` apply when the
     environment does not set them (running by hand); without a checkpoint directory the job
     runs but neither checkpoints nor intercepts signals. ``background``: periodic checkpoints
     are written on a thread from an in-memory snapshot (preemption and final ones never are).

@@ -4,6 +4,10 @@ It plays the executor's part of the contract for development and tests: it forwa
 SIGTERM to every worker, stops the others when one fails, and combines the exit codes::
 
     python -m stint.torch.launch --workers 2 --logical 4 --ckpt-dir /tmp/ck examples/mlp.py --steps 50
+
+The rendezvous port is any free one, or one of ``--port PORT`` / ``--port FIRST-LAST`` (the
+first free in the range from a random start; an error when the range is malformed or all of it
+is in use).
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from stint.ports import PortRange, PortRangeError, parse_ports, pick_port
 from stint.torch.job import PREEMPTED_EXIT_CODE
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+def free_port(ports: PortRange | None = None) -> int:
+    """A TCP port free on 127.0.0.1 right now: any, or one of ``ports`` (OSError if none is)."""
+    if ports is not None:
+        return pick_port(ports)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -62,9 +69,11 @@ def start(
     job_id: str = "local",
     extra_env: Sequence[Mapping[str, str]] | None = None,
     stdout: int | None = None,
+    ports: PortRange | None = None,
 ) -> list[subprocess.Popen[bytes]]:
-    """Start the workers; ``extra_env[r]`` is added to worker r's environment."""
-    port = free_port()
+    """Start the workers; ``extra_env[r]`` is added to worker r's environment; the rendezvous
+    port is one of ``ports`` (default: any free port)."""
+    port = free_port(ports)
     procs = []
     for r in range(workers):
         env = worker_env(r, workers, logical, ckpt_dir, port, job_id)
@@ -132,6 +141,7 @@ def start_warm(
     *,
     extra_env: Sequence[Mapping[str, str]] | None = None,
     stdout: Sequence[str | os.PathLike[str]] | None = None,
+    ports: PortRange | None = None,
 ) -> list[Forked]:
     """Like :func:`start` for a Python script, but fork the workers from a fork server that has
     imported torch once: a worker starts in milliseconds instead of seconds (tests, benchmarks).
@@ -139,7 +149,7 @@ def start_warm(
     """
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_WARM_PRELOAD)
-    port = free_port()
+    port = free_port(ports)
     procs = []
     for r in range(workers):
         env = worker_env(r, workers, logical, ckpt_dir, port)
@@ -194,9 +204,10 @@ def wait(procs: Sequence[Worker], grace: float = 10.0) -> int:
     return combined_code([p.poll() or 0 for p in procs])
 
 
-def run(cmd: Sequence[str], workers: int, logical: int, ckpt_dir: str | None) -> int:
+def run(cmd: Sequence[str], workers: int, logical: int, ckpt_dir: str | None,
+        ports: PortRange | None = None) -> int:
     """Start the workers, forward SIGUSR1/SIGTERM to them, and return the combined exit code."""
-    procs = start(cmd, workers, logical, ckpt_dir)
+    procs = start(cmd, workers, logical, ckpt_dir, ports=ports)
 
     def forward(signum: int, frame: object) -> None:
         for p in procs:
@@ -213,11 +224,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="physical workers P")
     p.add_argument("--logical", type=int, default=None, help="logical ranks L (default P)")
     p.add_argument("--ckpt-dir", default=None)
+    p.add_argument("--port", default=None, metavar="PORT|FIRST-LAST",
+                   help="the rendezvous port, or a range to pick a free one from (default: any free port)")
     p.add_argument("script", help="the training script (a .py file)")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     cmd = [sys.executable, str(Path(a.script)), *a.args]
-    return run(cmd, a.workers, a.logical or a.workers, a.ckpt_dir)
+    try:
+        ports = parse_ports(a.port) if a.port is not None else None
+        free_port(ports)  # a range with no free port fails here, before any worker starts
+    except (PortRangeError, OSError) as e:
+        p.error(f"--port: {e}")
+    return run(cmd, a.workers, a.logical or a.workers, a.ckpt_dir, ports)
 
 
 if __name__ == "__main__":

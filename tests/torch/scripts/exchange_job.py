@@ -50,7 +50,7 @@ def main() -> int:
     x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
     every = stint.Interval(steps=args.checkpoint_every) if args.checkpoint_every else None
     job = stint.init(model=model, optimizer=opt, check_every=args.check_every, exchange=args.exchange, interval=every, keep=2,
-                     counters={"mb": 0}, rank_counters={"mb": 0})
+                     counters={"mb": 0}, rank_counters={"mb": 0, "seen": 0})
     sampler = stint.Sampler(len(x), batch_size=32, seed=0)
     try:
         for step in job.steps(args.steps):
@@ -69,6 +69,7 @@ def main() -> int:
                 losses.append(loss)
                 if args.counts:
                     job.rank_counters["mb"] += 1
+                    job.rank_counters["seen"] += int(idx.sum())  # differs between logical ranks
                     job.counters["mb"] += 1
             mean = job.all_reduce_mean(losses)
             if args.draw_after:
@@ -86,7 +87,8 @@ def main() -> int:
         return 3
     h = hashlib.sha256(b"".join(t.cpu().contiguous().view(torch.uint8).numpy().tobytes()
                                 for t in model.state_dict().values()))
-    counted = f" micro-batches {job.rank_counters_total('mb')}" if args.counts else ""
+    seen = " ".join(f"{how} {job.rank_counters_reduce('seen', how)!r}" for how in ("sum", "mean", "max", "min"))
+    counted = f" seen {seen} micro-batches {job.rank_counters_total('mb')}" if args.counts else ""
     print(f"done digest {h.hexdigest()[:16]} exchange {job.exchange}{counted}", flush=True)
     return 0
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from stint.ports import PortRange
 from stint.runtime.executor import cgroup, netns
 from stint.runtime.executor.base import TERM_GRACE_S, LaunchError, NodeInfo, WorkerLaunch
 from stint.runtime.executor.shim import open_log, proc_start_ticks, read_json, write_json_atomic
@@ -43,12 +44,14 @@ class LocalExecutor(SupervisedExecutor):
         term_grace_s: float = TERM_GRACE_S,
         network: str = "host",
         node_list: Sequence[NodeInfo] = (),
+        ports: PortRange | None = None,
     ) -> None:
         """``network``: "host" (workers share this machine's network) or "private" (each
         attempt runs in a network namespace of its own with only a loopback interface, so its
         rendezvous is reachable by its own workers only; needs root and ``ip``).
         ``node_list``: the virtual nodes, named and typed (a cluster file's), instead of
-        ``nodes`` x ``gpus_per_node``."""
+        ``nodes`` x ``gpus_per_node``. ``ports``: the attempts' rendezvous ports (``MASTER_PORT``;
+        None: any free port below the kernel's ephemeral range)."""
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError(
                 f"local executor needs nodes >= 1 and gpus_per_node >= 1 "
@@ -59,7 +62,7 @@ class LocalExecutor(SupervisedExecutor):
         if network == "private" and (why := netns.unavailable()) is not None:
             raise ValueError(f"network 'private' needs network namespaces: {why}")
         given = list(node_list) or [NodeInfo(f"node-{i}", gpus_per_node) for i in range(nodes)]
-        super().__init__(state_dir, given, term_grace_s)
+        super().__init__(state_dir, given, term_grace_s, ports)
         self.python = python
         self.network = network
         self._children: list[subprocess.Popen[bytes]] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from stint.ports import PortRange
 from stint.runtime.executor.base import Executor, NodeInfo
 
 KINDS = "local, ray, ray://HOST:PORT, http://HOST:PORT"
@@ -14,18 +15,20 @@ KINDS = "local, ray, ray://HOST:PORT, http://HOST:PORT"
 
 def make_executor(kind: str, state_dir: Path, nodes: int, gpus_per_node: int,
                   ray_address: str | None = None, secret: str = "", name: str = "",
-                  network: str = "host", node_list: Sequence[NodeInfo] = ()) -> Executor:
+                  network: str = "host", node_list: Sequence[NodeInfo] = (),
+                  ports: PortRange | None = None) -> Executor:
     """The executor ``kind`` names, keeping its durable state in ``state_dir``. ``nodes`` x
     ``gpus_per_node``: a local executor's virtual nodes, and the nodes an agent must have;
     ``ray_address``: the cluster of ``ray`` (None: $RAY_ADDRESS); ``secret``: the fleet's, which
     an agent asks for; ``name``: the cluster's, in an agent's errors; ``network``: a local
     executor's ("host", or "private": a network namespace per attempt); ``node_list``: a local
-    executor's named, typed virtual nodes (``stint serve --cluster``) instead of nodes x GPUs."""
+    executor's named, typed virtual nodes (``stint serve --cluster``) instead of nodes x GPUs;
+    ``ports``: a local executor's rendezvous ports (``[executor] ports``; None: any free one)."""
     if kind == "local":
         from stint.runtime.executor.local import LocalExecutor
 
         return LocalExecutor(state_dir, nodes=nodes, gpus_per_node=gpus_per_node,
-                             network=network, node_list=node_list)
+                             network=network, node_list=node_list, ports=ports)
     if kind == "ray" or kind.startswith("ray://"):
         from stint.runtime.executor.ray import RayExecutor
 

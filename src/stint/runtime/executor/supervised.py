@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stint.ports import PortRange, pick_port
 from stint.runtime.executor.base import (
     DEFAULT_GRACE_S,
     EXIT_CHECKPOINTED,
@@ -93,8 +94,10 @@ class SupervisedExecutor(ABC):
         state_dir: str | os.PathLike[str],
         nodes: Sequence[NodeInfo],
         term_grace_s: float = TERM_GRACE_S,
+        ports: PortRange | None = None,
     ) -> None:
         self.term_grace_s = term_grace_s  # SIGTERM -> SIGKILL, after the stop's own grace period
+        self.ports = ports  # the attempts' rendezvous ports (None: any, see _free_port)
         self.root = Path(state_dir).resolve()
         (self.root / "active").mkdir(parents=True, exist_ok=True)
         (self.root / "jobs").mkdir(exist_ok=True)
@@ -146,7 +149,7 @@ class SupervisedExecutor(ABC):
                 d.mkdir(parents=True, exist_ok=True)
                 rec = {
                     "workers": [_to_json(w) for w in ws],
-                    "master_port": _free_port(),
+                    "master_port": self._master_port(),
                     "launched_at": time.time(),
                 }
                 write_json_atomic(str(d / "launch.json"), rec)
@@ -166,6 +169,22 @@ class SupervisedExecutor(ABC):
                 # Relaunch after a crash: a supervisor may have started just before it.
                 if not started and (fresh or not self._adopt_orphan(w, d)):
                     self._spawn_or_fail(w, ws, self._env(w, ws, rec["master_port"], d), d)
+
+    def _master_port(self) -> int:
+        """A new attempt's rendezvous port: one of ``ports`` that is free and not given to
+        another live attempt (whose rank 0 may not listen yet), else any (``_free_port``). A
+        range all in use refuses the launch for now (the controller retries it)."""
+        if self.ports is None:
+            return _free_port()
+        given = set()
+        for job, attempt in self._active():
+            rec = read_json(str(self._dir(job, attempt) / "launch.json"))
+            if isinstance(rec, dict) and isinstance(rec.get("master_port"), int):
+                given.add(rec["master_port"])
+        try:
+            return pick_port(self.ports, avoid=given)
+        except OSError as e:
+            raise LaunchError(f"rendezvous port: {e}", transient=True) from None
 
     def _prepare(self, ws: list[WorkerLaunch]) -> None:
         """Give the job's directory to its account (LaunchError if that cannot be done)."""
