@@ -42,3 +42,13 @@ def test_on_an_untyped_cluster_only_naming_a_type_is_refused() -> None:
     assert type_refusal(["a100"], 1, {"": 8}) == \
         "no node has accelerator type a100 (known types: none: the nodes are untyped)"
     assert type_refusal([], 8, {"": 8}) is None
+
+
+def test_a_ray_nodes_type_is_read_from_its_resources() -> None:
+    from stint.runtime.executor.ray import node_gpu_type
+
+    # as ray.nodes() reports them: our custom resource wins over Ray's own accelerator_type
+    assert node_gpu_type({"stint_node_n0": 1.0, "stint_slot": 4.0, "stint_gpu_type_v100": 1.0,
+                          "accelerator_type:A100": 1.0}) == "v100"
+    assert node_gpu_type({"stint_node_n1": 1.0, "GPU": 8.0, "accelerator_type:A100": 1.0}) == "a100"
+    assert node_gpu_type({"stint_node_n2": 1.0, "stint_slot": 2.0}) == ""
