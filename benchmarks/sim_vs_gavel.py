@@ -40,8 +40,8 @@ def run_gavel(checkout: Path, python: str, trace: str, cluster: str, per_server:
          "--solver", "ECOS", "--seed", "0"],
         cwd=sched, capture_output=True, text=True, check=True).stdout
     cpu = _child_cpu() - before
-    jct = re.search(r"^Average job completion time: ([\d.]+) seconds", out, re.M)
-    span = re.search(r"^Total duration: ([\d.]+) seconds", out, re.M)
+    jct = re.search(r"^Average job completion time: ([\d.]+) seconds", out, re.MULTILINE)
+    span = re.search(r"^Total duration: ([\d.]+) seconds", out, re.MULTILINE)
     assert jct and span, out[-2000:]
     return {"avg_jct_s": float(jct[1]), "makespan_s": float(span[1]), "cpu_s": cpu}
 
