@@ -149,6 +149,8 @@ class OASiS(PolicyBase):
     payoff or an earlier completion replaces their schedule).
     """
 
+    per_type = True  # on a typed cluster: admission prices per type's host group (policies.per_type)
+
     name = "oasis"
 
     def __init__(self, slot_s: float = 3600.0, horizon_slots: int = 300,

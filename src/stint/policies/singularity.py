@@ -303,6 +303,7 @@ class Singularity(PolicyBase):
     """SLA tiers, no idle GPU, shrink / time-slice / preempt by tier (see the module docstring)."""
 
     name = "singularity"
+    per_type = True  # on a typed cluster: tiers and SLA per type's host group (policies.per_type)
     lazy_progress = True  # reads progress only through work_done_at(now) (also as one array: singularity_table)
 
     def __init__(self, restart_s: float = 30.0, min_hold_s: float = 300.0, premium: float = 0.95,

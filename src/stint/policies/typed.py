@@ -47,10 +47,14 @@ class TypeBlind(PolicyBase):
 
 
 def wrap(policy: Policy, cluster: Cluster) -> Policy:
-    """``policy`` as it runs on ``cluster``: repaired by ``TypeBlind`` on a typed cluster unless
-    it is ``TypeAware``."""
+    """``policy`` as it runs on ``cluster``: on a typed cluster, run per type by ``PerType`` if it
+    says ``per_type``, else repaired by ``TypeBlind`` unless it is ``TypeAware``."""
     if not cluster.typed or isinstance(policy, TypeAware):
         return policy
+    if getattr(policy, "per_type", False):  # singularity, oasis: one copy per type's host group
+        from stint.policies.per_type import PerType
+
+        return PerType(policy)
     return TypeBlind(policy)
 
 

@@ -52,6 +52,7 @@ from stint.runtime.schemas import (
     TransitionOut,
     UserOut,
     WhoAmI,
+    type_refusal,
 )
 from stint.runtime.states import HOLDING, TERMINAL, JobState
 from stint.runtime.store import (
@@ -151,7 +152,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         job = store.add_job(spec, who, settings.clock(),
                             check=lambda usage: _check_limits(spec, usage, limits, key))
@@ -162,7 +163,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         """Whether the job would fit and when, from a forecast with it added; not stored."""
         from stint.runtime.whatif import infeasible, out_of, what_if
 
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         try:
             _check_limits(spec, store.live_usage(who.user_id), limits, key)
@@ -175,7 +176,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/arrays", status_code=201)
     def submit_array(body: ArrayIn, who: Who) -> ArrayOut:
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings))
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         indices = body.indices()
         ids = store.add_array(spec, who, settings.clock(), indices, body.array_parallel,
@@ -379,6 +380,7 @@ class _NodeCache:
         self._gpus: dict[str, int] | None = None
         self._names: dict[str, list[str]] = {}  # by cluster ("" for a single cluster)
         self._cluster_gpus: dict[str, int] = {}
+        self._type_gpus: dict[str, int] | None = None
 
     def gpus(self) -> dict[str, int]:
         if not self._gpus:
@@ -389,6 +391,14 @@ class _NodeCache:
                 self._names.setdefault(n.cluster, []).append(n.name)
                 self._cluster_gpus[n.cluster] = self._cluster_gpus.get(n.cluster, 0) + n.gpus
         return self._gpus
+
+    def type_gpus(self) -> dict[str, int]:
+        """Each accelerator type's GPUs over the nodes ("" for untyped nodes)."""
+        if self._type_gpus is None:
+            self._type_gpus = {}
+            for n in self._store.nodes():
+                self._type_gpus[n.gpu_type] = self._type_gpus.get(n.gpu_type, 0) + n.gpus
+        return self._type_gpus
 
     def names(self, cluster: str | None = None) -> list[str]:
         """The node names of ``cluster`` by position (Allocations refer to positions)."""
@@ -511,7 +521,8 @@ def _check_bounds(spec: NewJob, limits: UserLimits, key: str) -> None:
                                 f"yours may have: {shown(most)} ({key}.{limit_key})")
 
 
-def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None) -> NewJob:
+def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None,
+               type_gpus: dict[str, int] | None = None) -> NewJob:
     """Cross-field and cluster checks of a submission; a 422 names the offending field."""
     gpus, lo, hi = body.bounds()
     if lo > hi:
@@ -522,6 +533,9 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
     if hi > total:
         field = "max_gpus" if body.max_gpus is not None else "gpus"
         raise unprocessable(field, f"{field} ({hi}) is more than the cluster's {total} GPUs")
+    refusal = type_refusal(body.gpu_types, hi, type_gpus) if type_gpus is not None else None
+    if refusal:
+        raise unprocessable("gpu_types", refusal)
     logical = body.logical_ranks or hi
     if logical < hi:
         raise unprocessable("logical_ranks", f"logical_ranks ({logical}) must be at least "

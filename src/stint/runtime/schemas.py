@@ -340,6 +340,27 @@ class JobOut(BaseModel):
 _WAITING = frozenset({"queued", "preempted"})
 
 
+def type_refusal(gpu_types: list[str], most_gpus: int, type_gpus: dict[str, int]) -> str | None:
+    """Why a job that may run on ``gpu_types`` (empty: any) and asks for up to ``most_gpus``
+    cannot run on a cluster of ``type_gpus`` (each accelerator type's GPUs, "" for untyped
+    nodes), or None if it can. A job runs on one type at a time, so the most it asks for must fit
+    in one allowed type's GPUs."""
+    known = sorted(t for t in type_gpus if t)
+    shown = ", ".join(known) if known else "none: the nodes are untyped"
+    missing = [t for t in gpu_types if t not in type_gpus]
+    if missing:
+        return (f"no node has accelerator type {', '.join(missing)} (known types: {shown})")
+    if not known:
+        return None
+    allowed = gpu_types or known
+    best = max(type_gpus[t] for t in allowed)
+    if most_gpus > best:
+        each = ", ".join(f"{t}: {type_gpus[t]}" for t in allowed)
+        return (f"{most_gpus} GPUs is more than any type it may run on has ({each}); a job "
+                "runs on GPUs of one type")
+    return None
+
+
 def node_name(names: list[str], position: int) -> str:
     return names[position] if 0 <= position < len(names) else f"#{position}"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from stint.ray_env import LOOPBACK_ENV
 from stint.runtime.executor.base import TERM_GRACE_S, ExecutorError, NodeInfo, WorkerLaunch
-from stint.runtime.executor.raycluster import node_resource
+from stint.runtime.executor.raycluster import GPU_TYPE_PREFIX, node_resource
 from stint.runtime.executor.shim import open_log, resolve_account, write_json_atomic
 from stint.runtime.executor.supervised import (
     PENDING_TIMEOUT_S,
@@ -81,6 +81,18 @@ class WorkerHost:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
 
+
+def node_gpu_type(resources: dict[str, float]) -> str:
+    """A Ray node's accelerator type: its custom resource ``stint_gpu_type_<type>`` (``ray start
+    --resources``), else the one Ray sets itself, ``accelerator_type:<TYPE>`` (lower-cased: ``A100``
+    is ``a100``); "" (untyped) if it has neither."""
+    for key in sorted(resources):
+        if key.startswith(GPU_TYPE_PREFIX):
+            return key.removeprefix(GPU_TYPE_PREFIX)
+    for key in sorted(resources):
+        if key.startswith("accelerator_type:"):
+            return key.removeprefix("accelerator_type:").lower()
+    return ""
 
 class RayExecutor(SupervisedExecutor):
     """Workers on the nodes of the Ray cluster at ``address`` (``host:port``; default $RAY_ADDRESS)."""
@@ -145,7 +157,8 @@ class RayExecutor(SupervisedExecutor):
             for key in n["Resources"]:
                 if key.startswith("stint_node_"):
                     slots = int(n["Resources"].get("stint_slot", 0))
-                    out.append(NodeInfo(key.removeprefix("stint_node_"), slots))
+                    out.append(NodeInfo(key.removeprefix("stint_node_"), slots,
+                                        node_gpu_type(n["Resources"])))
         return sorted(out, key=lambda x: x.name)
 
     def _name(self, w: WorkerLaunch) -> str:

@@ -47,6 +47,9 @@ def node_resource(node: str) -> str:
     return f"stint_node_{node}"
 
 
+GPU_TYPE_PREFIX = "stint_gpu_type_"  # a node's custom resource naming its accelerator type
+
+
 def _free_port() -> int:
     import socket
 
@@ -93,8 +96,10 @@ class LoopbackRayCluster:
             raise
         return self
 
-    def add_node(self, name: str, slots: int) -> None:
-        resources = json.dumps({node_resource(name): 1, "stint_slot": slots})
+    def add_node(self, name: str, slots: int, gpu_type: str = "") -> None:
+        """Start raylet ``name`` with ``slots`` accelerator slots of ``gpu_type`` ("": untyped)."""
+        kinds = {GPU_TYPE_PREFIX + gpu_type: 1} if gpu_type else {}
+        resources = json.dumps({node_resource(name): 1, "stint_slot": slots, **kinds})
         if not self.nodes:
             ray = str(Path(sys.executable).with_name("ray"))
             cmd = [

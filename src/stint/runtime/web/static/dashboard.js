@@ -178,7 +178,8 @@ function drawNodes(nodes, jobs) {
     while (cells.length < n.used) cells.push(el("span", { class: "gpu other", title: "another user's job" }));
     while (cells.length < n.gpus) cells.push(el("span", { class: "gpu free", title: "free" }));
     return el("div", { class: `node${n.state === "ready" ? "" : " down"}`, "data-node": n.name },
-      el("div", { class: "name" }, `${n.name} `, el("small", {}, `${n.used}/${n.gpus} ${n.state === "ready" ? "" : n.state}`),
+      el("div", { class: "name" }, `${n.name} `, n.gpu_type ? el("small", { class: "type" }, `${n.gpu_type} `) : "",
+        el("small", {}, `${n.used}/${n.gpus} ${n.state === "ready" ? "" : n.state}`),
         n.cluster ? el("small", { class: "where" }, ` ${n.cluster}${n.region ? " · " + n.region : ""}`) : ""),
       el("div", { class: "gpus" }, ...cells));
   });
