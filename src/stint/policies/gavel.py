@@ -5,14 +5,16 @@
 2. Allocation: ``X[j, t]``, the share of time job j should spend on type t, from the paper's LP
    (SciPy's HiGHS, ``linprog(method="highs")``):
 
-       maximise  min_j  (sum_t T[j, t] X[j, t]) / (w_j * E_j)
+       maximise  min_j  n_j (sum_t T[j, t] X[j, t]) / (w_j * E_j)
        s.t.      sum_t X[j, t] <= 1                  (a job runs on one type at a time)
                  sum_j n_j X[j, t] <= G_t            (type t's GPUs; n_j the job's GPUs)
                  0 <= X[j, t]
 
    where ``E_j`` is the job's throughput under an equal share (each type's time shared equally
    by the jobs: ``sum_t T[j, t] * min(1, G / sum_k n_k) * G_t / G``) and ``w_j`` its priority
-   weight. As the max-min optimum leaves non-bottleneck jobs' shares undetermined, a second LP
+   weight. The factor ``n_j`` is Gavel's own (its ``MaxMinFairnessPolicyWithPerf`` multiplies by
+   the scale factor): a job on one GPU gets n_j times the time of a job on n_j GPUs of equal
+   throughput. As the max-min optimum leaves non-bottleneck jobs' shares undetermined, a second LP
    keeps the minimum (to 1e-6) and maximises the total normalised throughput.
 3. Rounds (``tick_s``, 360 s as the paper's rounds; an arrival or completion within a round
    only fills what is free, running jobs keep their type until the round ends): each (job,
@@ -155,7 +157,7 @@ def max_min_shares(T: np.ndarray, need: np.ndarray, gpus: np.ndarray, weight: np
     total = max(float(gpus.sum()), 1.0)
     equal = min(1.0, total / max(float(need.sum()), 1.0)) * gpus / total
     E = np.maximum(T @ equal, 1e-12)
-    A = T / (E * weight)[:, None]  # normalised throughput per unit of share
+    A = T * (need / (E * weight))[:, None]  # normalised throughput per unit of share, x its GPUs
     nx = J * K
     rows, cols, vals = [], [], []
     for j in range(J):  # z - sum_t A[j, t] x[j, t] <= 0
