@@ -119,6 +119,15 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
     shown = serve.client().show(job)
     assert shown["preemptions"] == 1 and shown["attempt"] == 2
     assert "preempted" in [t["dst"] for t in shown["transitions"]]
+    # once it ends it holds nothing: no workers, no allocation (the store keeps the last one)
+    page.locator("dd[data-fact='allocation']:not(:text-is('-'))").wait_for()
+    serve.cli("cancel", str(job))
+    page.locator("dd[data-fact='state']:text-is('cancelled')").wait_for(timeout=20_000)
+    assert page.inner_text("dd[data-fact='allocation']") == "-"
+    assert page.inner_text("dd[data-fact='workers']").startswith("0 now")
+    # a job that is not there (or not the user's) is "not found", not an unreachable server
+    page.goto(page.url.rsplit("/", 1)[0] + "/999999")
+    page.wait_for_selector("#status:has-text('not found')", timeout=15_000)
     assert not errors, errors
 
 

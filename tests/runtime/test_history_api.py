@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from stint.runtime.api import ApiSettings, create_app
 from stint.runtime.states import JobState as S
 from stint.runtime.store import Store, record_transition
-from stint.runtime.tables import Job
+from stint.runtime.tables import Job, Transition
 
 T0 = 1_000.0
 
@@ -59,6 +59,23 @@ def test_history_cluster_and_progress(store: Store, tmp_path: Path) -> None:
                         (S.CHECKPOINTING, T0 + 30, None), (S.PREEMPTED, T0 + 31, None)])
     _walk(store, other, [(S.ADMITTED, T0 + 15, None), (S.STARTING, T0 + 15, "[[0, 1]]")])
     clock[0] = T0 + 40
+    # a third job fails twice: its worker dies (a retry), then it overruns its time limit
+    bad = api.post("/v1/jobs", json={"command": ["x"], "gpus": 1},
+                   headers={"Authorization": f"Bearer {admin}"}).json()["id"]
+    with store.session() as s:
+        job = s.get(Job, bad)
+        assert job is not None
+        job.submitted_at = job.last_change_at = T0
+    _walk(store, bad, [(S.ADMITTED, T0 + 1, None), (S.STARTING, T0 + 1, "[[1, 1]]"),
+                       (S.RUNNING, T0 + 2, None), (S.PREEMPTED, T0 + 3, None),
+                       (S.RESUMED, T0 + 4, None), (S.STARTING, T0 + 4, "[[1, 1]]"),
+                       (S.CHECKPOINTING, T0 + 6, None), (S.FAILED, T0 + 7, None)])
+    fails = get("/v1/history?since=900")["marks"]
+    assert [(m["at"], m["kind"]) for m in fails if m["job"] == bad] == [(T0 + 3, "fail"),
+                                                                        (T0 + 7, "fail")]
+    with store.session() as s:  # the rest of the test reads the first two jobs only
+        s.query(Transition).filter(Transition.job_id == bad).delete()
+        s.delete(s.get(Job, bad))
 
     h = get("/v1/history?since=900")
     assert h["total_gpus"] == 4 and h["now"] == T0 + 40

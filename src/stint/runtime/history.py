@@ -5,8 +5,11 @@ the attempt holds it until the job's next transition out of the holding states. 
 
 - ``segments``: each attempt's allocation, from its start to its end (None: still holding), and
   the state it ended in;
-- ``marks``: the preemptions, resizes and migrations, each at the instant the job stopped for it
-  (a stop followed by ``resizing`` or ``migrating`` is that; any other stop is a preemption);
+- ``marks``: the preemptions, resizes, migrations and failures, each at the instant the job
+  stopped for it (a stop followed by ``resizing`` or ``migrating`` is that; a job that went to
+  ``preempted`` or ``failed`` straight from ``starting`` or ``running``, without the checkpoint a
+  requested stop takes, or to ``failed`` from any holding state, failed: a worker died, hung or
+  overran its time; any other stop is a preemption);
 - ``utilization``: GPUs held over time, a step series over every job;
 - ``waiting``: jobs waiting (submitted or preempted, not yet holding, not finished) over time;
 - ``sla_met``: per tier, the share of its finished jobs that met the tier's target, over time.
@@ -24,6 +27,7 @@ from stint.runtime.store import load_alloc
 _HOLDING = frozenset(str(s) for s in HOLDING)
 _TERMINAL = frozenset(str(s) for s in TERMINAL)
 _MOVES = {str(JobState.RESIZING): "resize", str(JobState.MIGRATING): "migrate"}
+_UNASKED = frozenset({str(JobState.STARTING), str(JobState.RUNNING)})  # no stop was requested
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +57,7 @@ class Segment:
 class Mark:
     job_id: int
     at: float
-    kind: str  # "preempt", "resize" or "migrate"
+    kind: str  # "preempt", "resize", "migrate" or "fail"
     reason: str
 
 
@@ -82,14 +86,17 @@ def segments(steps: Sequence[Step]) -> list[Segment]:
 
 
 def marks(steps: Sequence[Step]) -> list[Mark]:
-    """Preemptions, resizes and migrations (see the module docstring)."""
+    """Preemptions, resizes, migrations and failures (see the module docstring)."""
     out: list[Mark] = []
     stopped: dict[int, Step] = {}  # job -> its stop not yet told apart
     for s in steps:
         stop = stopped.pop(s.job_id, None)
         if stop is not None:
             out.append(Mark(s.job_id, stop.at, _MOVES.get(s.dst, "preempt"), stop.reason))
-        if s.dst == JobState.PREEMPTED:
+        failed = s.dst == JobState.FAILED and s.src in _HOLDING
+        if failed or (s.dst == JobState.PREEMPTED and s.src in _UNASKED):
+            out.append(Mark(s.job_id, s.at, "fail", s.reason))
+        elif s.dst == JobState.PREEMPTED:
             stopped[s.job_id] = s
     out += [Mark(s.job_id, s.at, "preempt", s.reason) for s in stopped.values()]
     return sorted(out, key=lambda m: (m.at, m.job_id))

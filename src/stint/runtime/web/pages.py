@@ -90,7 +90,8 @@ DASHBOARD = """
     <option value="300">5 minutes</option><option value="900" selected>15 minutes</option>
     <option value="3600">1 hour</option><option value="21600">6 hours</option></select></h2>
   <p class="legend"><span class="mk preempt">&#x2715;</span> preempted
-    <span class="mk resize">&#x25B2;</span> resized <span class="mk migrate">&#x25B6;</span> migrated</p>
+    <span class="mk resize">&#x25B2;</span> resized <span class="mk migrate">&#x25B6;</span> migrated
+    <span class="mk fail">!</span> failed</p>
   <svg id="timeline" class="timeline" role="img" aria-label="timeline of allocations"></svg>
 </section>
 <section class="split">

@@ -10,7 +10,7 @@ const HOLDING = new Set(["starting", "running", "checkpointing"]);
 const WAITING = new Set(["queued", "admitted", "preempted", "resumed", "migrating", "resizing"]);
 // the dashboard lists unfinished jobs (finished ones stay on the timeline, linked to their page)
 const LIVE_QUERY = [...HOLDING, ...WAITING].map((st) => `state=${st}`).join("&");
-const MARK_GLYPH = { preempt: "\u2715", resize: "\u25B2", migrate: "\u25B6" };
+const MARK_GLYPH = { preempt: "\u2715", resize: "\u25B2", migrate: "\u25B6", fail: "!" };
 let me = null;
 let generation = 0; // of the polling loop: a new log-in stops the old one
 let actionsReady = false;
@@ -26,7 +26,9 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-class ApiError extends Error {}
+class ApiError extends Error {
+  constructor(message, status = 0) { super(message); this.status = status; }
+}
 
 async function api(path, method = "GET", body = undefined) {
   const headers = { Authorization: "Bearer " + localStorage.getItem(TOKEN_KEY) };
@@ -37,7 +39,7 @@ async function api(path, method = "GET", body = undefined) {
     throw new ApiError("not logged in");
   }
   const data = await r.json().catch(() => ({}));
-  if (!r.ok) throw new ApiError(detail(data) || `${r.status} ${r.statusText}`);
+  if (!r.ok) throw new ApiError(detail(data) || `${r.status} ${r.statusText}`, r.status);
   return data;
 }
 
@@ -84,8 +86,14 @@ function jobLink(job) {
   return el("a", { href: `/ui/jobs/${job.id}` }, el("span", { class: "swatch", style: `background:${color(job.id)}` }), `${job.id}`);
 }
 
+// What a job holds now: nothing unless it is in a holding state (a preempted, failed or
+// finished job keeps its last allocation in the store, for the record).
+function heldNow(job) {
+  return HOLDING.has(job.state) ? job.allocation : {};
+}
+
 function workersNow(job) {
-  return Object.values(job.allocation).reduce((a, b) => a + b, 0);
+  return Object.values(heldNow(job)).reduce((a, b) => a + b, 0);
 }
 
 // -- log in ----------------------------------------------------------------------------------
@@ -137,7 +145,8 @@ async function poll(tick, gen) {
       status.classList.remove("error");
     } catch (e) {
       if (me === null) return;
-      status.textContent = `cannot reach the control plane: ${e.message}`;
+      status.textContent = e.status === 404 ? `not found: ${e.message}`
+        : e.status ? `the control plane refused: ${e.message}` : `cannot reach the control plane: ${e.message}`;
       status.classList.add("error");
     }
     // a big cluster's reads take longer: poll no more than a third of the time
@@ -317,7 +326,7 @@ function jobTick(jobId) {
     document.getElementById("title").textContent = `Job ${job.id} ${job.name}`;
     const facts = [["state", job.state], ["reason", job.reason], ["user", job.user],
       ["command", job.command.join(" ")], ["workers", `${workersNow(job)} now (${job.min_gpus}..${job.max_gpus}; feasible ${job.worker_counts.join(", ")})`],
-      ["allocation", Object.entries(job.allocation).map(([n, c]) => `${n}\u00d7${c}`).join(" ") || "-"],
+      ["allocation", Object.entries(heldNow(job)).map(([n, c]) => `${n}\u00d7${c}`).join(" ") || "-"],
       ["tier", `${job.tier} (attainment ${job.attainment === null ? "-" : job.attainment.toFixed(2)})`],
       ["attempt", `${job.attempt} (${job.preemptions} preemptions, ${job.failures} failures)`],
       ["progress", progress.step === null ? "not reported" : `step ${progress.step}${progress.total_steps ? " of " + progress.total_steps : ""}`
