@@ -38,7 +38,7 @@ def test_a_new_executor_adopts_workers_of_a_sigkilled_controller(
     controller = textwrap.dedent(
         f"""
         import sys, time
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]
         from exec_helpers import TRAP_USR1, gang
         from pathlib import Path
         from stint.runtime.executor.local import LocalExecutor
