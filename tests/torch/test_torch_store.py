@@ -316,7 +316,7 @@ def test_every_part_is_fsynced_before_its_rename_and_the_manifest_comes_last(tmp
 
     def log(*event):
         with lock:
-            events.append(event)
+            events.append((threading.get_ident(), *event))
 
     def opened(path, *args, **kw):
         fd = real_open(path, *args, **kw)
@@ -342,11 +342,13 @@ def test_every_part_is_fsynced_before_its_rename_and_the_manifest_comes_last(tmp
     monkeypatch.setattr(os, "replace", replaced)
     monkeypatch.setattr(os, "close", closed)
     write_shared(tmp_path, 1, [_big(1)] * 3)
-    renames = [i for i, e in enumerate(events) if e[0] == "replace"]
+    # Parts are written by several threads at once: order is checked per thread.
+    renames = [i for i, e in enumerate(events) if e[1] == "replace"]
     assert len(renames) == 3
     for i in renames:
-        _, src, dst = events[i]
-        assert ("fsync", src) in events[:i], f"{dst} renamed before its data was fsynced"
-        assert i + 1 < len(events) and events[i + 1] == ("fsync", str(tmp_path)), \
+        thread, _, src, dst = events[i]
+        assert (thread, "fsync", src) in events[:i], f"{dst} renamed before its data was fsynced"
+        after = [e[1:] for e in events[i + 1:] if e[0] == thread]
+        assert after[:1] == [("fsync", str(tmp_path))], \
             f"the directory was not fsynced after {dst}'s rename"
-    assert events[renames[-1]][2].endswith(".ckpt")  # the manifest's file: last of all
+    assert events[renames[-1]][3].endswith(".ckpt")  # the manifest's file: last of all
