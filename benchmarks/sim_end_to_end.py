@@ -50,7 +50,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "before"
         old.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"], check=True, capture_output=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"],
+                                 check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
         sources = {"before": old / "src", "after": ROOT / "src"}
         print(f"{'command':24} {'before wall/CPU s':>18} {'after wall/CPU s':>17} {'wall ratio':>10} {'CPU ratio':>9}")

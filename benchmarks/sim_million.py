@@ -58,7 +58,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['policy']:9} {r['jobs']:>9} {r['gpus']:>7} {r['gen_wall_s']:>6.1f} {r['sim_wall_s']:>10.1f} "
               f"{r['sim_cpu_s']:>9.1f} {r['total_wall_s']:>12.1f} {r['total_cpu_s']:>11.1f} "
-              f"{r['jobs'] / r['sim_cpu_s']:>10.0f} {r['peak_rss_mb']:>8.0f} {r['gpu_utilization']:>5.2f} {r['avg_queue_s']:>8.0f}")
+              f"{r['jobs'] / r['sim_cpu_s']:>10.0f} {r['peak_rss_mb']:>8.0f} "
+              f"{r['gpu_utilization']:>5.2f} {r['avg_queue_s']:>8.0f}")
 
 
 if __name__ == "__main__":

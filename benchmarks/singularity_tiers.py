@@ -4,7 +4,8 @@ Prints one Markdown table per workload: utilization, mean JCT, preemptions / res
 migrations per job-hour, GPU-hours spent in mechanism (modelled restart delays), and per tier
 (premium, standard, basic) the share of jobs meeting the target and the mean and 5th-percentile
 attainment (``stint.model.sla``; targets premium 0.95, standard 0.70, basic best effort), and how
-many basic jobs completed; per-tier JCTs are in ``stint sim``'s summary.json. Tiers are drawn by job count with ``--tiers``
+many basic jobs completed; per-tier JCTs are in ``stint sim``'s summary.json. Tiers are drawn by
+job count with ``--tiers``
 (default premium 10 %, standard 30 %, basic 60 %, seed 0). Each workload runs with the daily
 inference reservation (``--reservations``, default ``peak=0.3,start=9,end=21``: 30 % of the nodes
 from 9 h to 21 h of the trace's clock, ``stint.sim.reservation``) and without it (``none``);
@@ -43,7 +44,8 @@ def last_jobs(records: list[JobRecord], n: int) -> list[str]:
     """The ``n`` jobs that finish last (they set the makespan utilization is measured over)."""
     day = 86400.0
     return [f"  - {x.job_id} ({x.tier}, {x.gpus} GPUs): arrived {x.arrival_s / day:.2f} d, first start "
-            f"{(x.first_start_s or 0.0) / day:.2f} d, finished {x.finish_s / day:.2f} d, ideal {x.ideal_s / day:.2f} d, "
+            f"{(x.first_start_s or 0.0) / day:.2f} d, finished {x.finish_s / day:.2f} d, "
+            f"ideal {x.ideal_s / day:.2f} d, "
             f"{x.preemptions} preemptions" for x in sorted(records, key=lambda x: (-x.finish_s, x.job_id))[:n]]
 
 
@@ -52,7 +54,8 @@ def table(title: str, cfg: SimConfig, last: int = 0) -> str:
     trace, cluster, results = run_all(cfg)
     lines = [(f"### {title}: {len(trace.jobs):,} jobs on {cluster.total_gpus} GPUs "
              f"(CPU {time.process_time() - t0:.0f} s)"), "",
-             ("| policy | util | reserved GPU-h | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h | mechanism GPU-h "
+             ("| policy | util | reserved GPU-h | avg JCT h | preempt/job-h | resize/job-h | migrate/job-h "
+              "| mechanism GPU-h "
              "| premium met / mean / p5 | standard met / mean / p5 | basic mean / median / p5 | basic avg JCT h "
              "| basic done |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -70,10 +73,13 @@ def table(title: str, cfg: SimConfig, last: int = 0) -> str:
             return f"{head}{v['mean_attainment']:.3f} / {median}{v['p5_attainment']:.3f}"
 
         basic = tiers.get("basic", {"completed": 0, "jobs": 0, "avg_jct_s": 0.0})
-        lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['reserved_gpu_hours']:,.0f} | {s['avg_jct_s'] / 3600:.2f} "
+        lines.append(f"| {name} | {s['gpu_utilization']:.3f} | {s['reserved_gpu_hours']:,.0f} "
+                     f"| {s['avg_jct_s'] / 3600:.2f} "
                      f"| {s['preemptions'] / job_h:.4f} | {s['resizes'] / job_h:.4f} "
-                     f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} | {cell('premium')} | {cell('standard')} "
-                     f"| {cell('basic', met=False)} | {basic['avg_jct_s'] / 3600:.2f} | {basic['completed']}/{basic['jobs']} |")
+                     f"| {s['migrations'] / job_h:.4f} | {s['mechanism_gpu_hours']:.1f} "
+                     f"| {cell('premium')} | {cell('standard')} "
+                     f"| {cell('basic', met=False)} | {basic['avg_jct_s'] / 3600:.2f} "
+                     f"| {basic['completed']}/{basic['jobs']} |")
     blind = {n: r.summary()["avg_jct_s"] for n, r in results.items() if n in TIER_BLIND}
     if "singularity" in results and blind:
         best = min(blind, key=lambda n: blind[n])

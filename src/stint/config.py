@@ -658,7 +658,8 @@ def _toml(value: object) -> str:
                          for c in text) + '"'
 
 
-_UNSET = {"file": "one cluster, [executor]", "cluster": "nodes x gpus_per_node, untyped", "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
+_UNSET = {"file": "one cluster, [executor]", "cluster": "nodes x gpus_per_node, untyped",
+          "db": "SQLite in data_dir", "ray_address": "$RAY_ADDRESS",
           "ports": "any free port",
           "max_gpus": "no limit but the cluster's size"}
 

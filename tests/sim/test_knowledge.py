@@ -69,15 +69,16 @@ def test_summary_json_states_the_knowledge_and_the_estimate_error(tmp_path):
     jobs = load(str(trace)).jobs
     assert [j.est_s for j in jobs] == [200.0, None, 40.0]
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--policy", "srtf", "--nodes", "1", "--gpus-per-node", "1",
-                                   "--out", str(out), "--format", "json"])
+    res = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--policy", "srtf", "--nodes", "1",
+                                   "--gpus-per-node", "1", "--out", str(out), "--format", "json"])
     assert res.exit_code == 0, res.output
     k = json.loads((out / "summary.json").read_text())["srtf"]["knowledge"]
     assert k["mode"] == "declared" and k["sources"] == {"declared": 2, "default": 1}
     # estimate / truth: 2, 3600 / 50 = 72, 1: median 2; |log2| 1, 6.17, 0: within 2x 2 of 3.
     assert k["error"]["median_ratio"] == 2.0 and k["error"]["within_2x"] == pytest.approx(2 / 3)
-    res = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--policy", "srtf", "--nodes", "1", "--gpus-per-node", "1",
-                                   "--out", str(out), "--format", "json", "--knowledge", "oracle"])
+    res = CliRunner().invoke(app, ["sim", "--trace", str(trace), "--policy", "srtf", "--nodes", "1",
+                                   "--gpus-per-node", "1", "--out", str(out), "--format", "json",
+                                   "--knowledge", "oracle"])
     k = json.loads((out / "summary.json").read_text())["srtf"]["knowledge"]
     assert k["mode"] == "oracle" and k["sources"] == {"oracle": 3} and k["error"]["median_ratio"] == 1.0
 

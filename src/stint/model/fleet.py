@@ -314,7 +314,8 @@ def _failures(where: _Where, items: object) -> tuple[FleetFailure, ...]:
     for item in items:
         if not isinstance(item, dict) or set(item) != _FAILURE_KEYS:
             got = sorted(item) if isinstance(item, dict) else item
-            raise where.error("failure", f"each [[failure]] needs exactly {', '.join(sorted(_FAILURE_KEYS))} (got {got})")
+            keys = ", ".join(sorted(_FAILURE_KEYS))
+            raise where.error("failure", f"each [[failure]] needs exactly {keys} (got {got})")
         kind, target, down, up = item["kind"], item["target"], item["down_s"], item["up_s"]
         if not isinstance(kind, str) or not isinstance(target, str):
             raise where.error("kind", "failure.kind and failure.target must be strings")

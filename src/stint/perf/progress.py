@@ -3,8 +3,8 @@
 Each profiled application ships one table per measured global batch size B
 (``data/pollux/profiles/<app>/validation-<B>.csv.gz``, read through ``stint.perf.tables``): per
 epoch, the cumulative *progress* (in optimizer steps at the application's initial batch size B0,
-weighted by statistical efficiency) and the gradient statistics measured during that epoch (``grad_sqr``, the squared norm
-of the mean gradient; ``grad_var``, its variance). From them (Pollux, OSDI'21, §3.1):
+weighted by statistical efficiency) and the gradient statistics measured during that epoch
+(``grad_sqr``, the squared norm of the mean gradient; ``grad_var``, its variance). From them (Pollux, OSDI'21, §3.1):
 
 - epoch e ends when progress reaches p_e, the smallest progress any table records at epoch e;
   the job is complete at p_E, E the application's last epoch (``Application.epochs``);

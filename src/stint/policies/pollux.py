@@ -63,7 +63,8 @@ class Pollux(PolicyBase):
         pool = sum(view.free_gpus) + sum(st.held_gpus for st in jobs)
         per_node = max(max(int(n.capacity.gpu) for n in view.cluster.nodes), 1)
         fair = max(1, pool // len(jobs))
-        utilities = {st.job_id: self._utilities(view, st, self._curve(view.perf, st.spec, pool, per_node), fair) for st in jobs}
+        utilities = {st.job_id: self._utilities(view, st, self._curve(view.perf, st.spec, pool, per_node), fair)
+                     for st in jobs}
         target = _greedy(jobs, utilities, pool)
         for jid, n in target.items():  # sized by GPU counts: keep the ones a job can run on
             target[jid] = by_id[jid].spec.largest_feasible(n)

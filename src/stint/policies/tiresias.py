@@ -124,7 +124,8 @@ class Tiresias(PolicyBase):
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
         for jid, alloc in plan.allocations.items():  # arm now, so the engine knows when to wake us
             st = by_id[jid]
-            self._arm_timer(st, view.now, self.queue_of(st, view.now), bool(alloc), alloc.num_workers * st.spec.gpus_per_worker)
+            self._arm_timer(st, view.now, self.queue_of(st, view.now), bool(alloc),
+                            alloc.num_workers * st.spec.gpus_per_worker)
         return plan
 
     def _preempts(self, waiting: Key, running: Key) -> bool:

@@ -60,7 +60,8 @@ class Client:
         return r.json()  # the API's JSON: a dict or a list of dicts, by route
 
     def submit(self, **spec: Any) -> dict[str, Any]:
-        return cast(dict[str, Any], self.call("POST", "/v1/jobs", json={k: v for k, v in spec.items() if v is not None}))
+        body = {k: v for k, v in spec.items() if v is not None}
+        return cast(dict[str, Any], self.call("POST", "/v1/jobs", json=body))
 
     def submit_array(self, array: str, parallel: int | None = None, **spec: Any) -> dict[str, Any]:
         """A job array: a task of ``spec`` per index of ``array`` (``"A-B"``)."""

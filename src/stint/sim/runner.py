@@ -1,7 +1,8 @@
 """Run several policies on one trace and write the results (the body of ``stint sim``).
 
 Outputs in ``out/``: ``summary.json`` (keyed by policy), ``<policy>/jobs.csv``, then
-``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (attainment and JCT CDFs per SLA tier). Nothing is written until every policy has finished, so an
+``jct_cdf.png``, ``over_time.png`` and ``tiers.png`` (attainment and JCT CDFs per SLA tier).
+Nothing is written until every policy has finished, so an
 interrupted or failed run never leaves a summary that looks complete; the plots come after the
 summary, so its figures never wait for matplotlib.
 """

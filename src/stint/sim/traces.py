@@ -205,7 +205,8 @@ def _gavel(path: Path, label: str, filters: Filters, seed: int, elastic: bool, t
         rows = gavel_rows(_numbered(fh, str(path)), str(path), throughputs)
         kept, _ = pick.rows(rows, from_first=False)
     jobs = [spec for _t, _line, _vc, spec in kept]
-    filled = [replace(f, priority=j.priority) for f, j in zip(fill_missing(jobs, seed, elastic, tiers), jobs, strict=True)]
+    filled = [replace(f, priority=j.priority)
+              for f, j in zip(fill_missing(jobs, seed, elastic, tiers), jobs, strict=True)]
     speeds = throughputs.speeds() if throughputs is not None else None
     return Trace(label, filled, ScalingModel(), str(path), "gavel", "gavel-steps", 0.0, speeds)
 
@@ -419,7 +420,8 @@ def _pollux_job_model(jobs: list[JobSpec], samples: bool) -> tuple[list[JobSpec]
     """Pollux's job model (work at each job's batch size) if every application has its tables."""
     if samples or not all(has_progress_tables(j.application) for j in jobs):
         return jobs, ProfileModel(), "samples"
-    return [replace(j, work=work(j.application, j.batch_size)) for j in jobs], ProfileModel(progress=True), "pollux-progress"
+    worked = [replace(j, work=work(j.application, j.batch_size)) for j in jobs]
+    return worked, ProfileModel(progress=True), "pollux-progress"
 
 
 def scale_load(trace: Trace, load: float) -> Trace:
