@@ -47,6 +47,9 @@ def test_metrics_carry_jobs_gpus_actions_and_latencies(tmp_path: Path) -> None:
     routes = {lab["route"] for lab, _ in m["stint_api_request_seconds_count"]}
     assert "/v1/jobs" in routes and "/v1/jobs/{job_id}" in routes
     assert {lab["stat"] for lab, _ in m["stint_queue_wait_seconds"]} == {"max", "mean"}
+    waits = {lab["user"]: v for lab, v in m["stint_job_wait_by_user_seconds_count"]}
+    assert waits == {"admin": 2}  # both first starts, by the user who submitted them
+    assert {lab["user"]: v for lab, v in m["stint_gpus_held_by_user"]} == {"admin": 2}
 
 
 @pytest.mark.slow
