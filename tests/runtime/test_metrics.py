@@ -47,6 +47,9 @@ def test_metrics_carry_jobs_gpus_actions_and_latencies(tmp_path: Path) -> None:
     routes = {lab["route"] for lab, _ in m["stint_api_request_seconds_count"]}
     assert "/v1/jobs" in routes and "/v1/jobs/{job_id}" in routes
     assert {lab["stat"] for lab, _ in m["stint_queue_wait_seconds"]} == {"max", "mean"}
+    waits = {lab["user"]: v for lab, v in m["stint_job_wait_by_user_seconds_count"]}
+    assert waits == {"admin": 2}  # both first starts, by the user who submitted them
+    assert {lab["user"]: v for lab, v in m["stint_gpus_held_by_user"]} == {"admin": 2}
 
 
 @pytest.mark.slow
@@ -84,3 +87,42 @@ def test_alerting_series_follow_real_transitions(tmp_path: Path) -> None:
     assert "stint_migrations_total" not in m or not m["stint_migrations_total"]
     held = {lab["tier"]: v for lab, v in m["stint_gpus_held"]}
     assert held == {"premium": 0, "standard": 1, "basic": 0}
+
+
+def test_per_user_series_name_at_most_a_hundred_users(store: object) -> None:
+    """102 users each holding GPUs (the last two most): the gauge names the 100 holding most
+    and sums the rest into ``other``; the wait histogram keeps its first 100 users' names."""
+    import time
+
+    from prometheus_client.parser import text_string_to_metric_families
+    from sqlalchemy import update
+
+    from stint.runtime.metrics import Metrics
+    from stint.runtime.store import NewJob, Store
+    from stint.runtime.tables import Job, Transition
+
+    assert isinstance(store, Store)
+    store.set_nodes([("node-0", 1000)])
+    metrics, now = Metrics(store), time.time()
+    spec = NewJob(name="j", command=["x"], gpus=1, min_gpus=1, max_gpus=1, tier="standard",
+                  priority=0.0, deadline_s=None)
+    for i in range(102):
+        caller = store.caller_for_token(store.create_token(f"u{i:03d}", now))
+        assert caller is not None
+        job = store.add_job(spec, caller, now)
+        gpus = 5 if i >= 100 else 1
+        with store.session() as s:
+            s.execute(update(Job).where(Job.id == job.id).values(
+                state="running", allocation=f"[[0, {gpus}]]"))
+        metrics.transition(Transition(job_id=job.id, src="admitted", dst="starting", at=now + 1,
+                                      attempt=1, reason=""), job)
+    samples: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(metrics.text().decode()):
+        for x in family.samples:
+            if "user" in x.labels:
+                samples.setdefault(x.name, {})[x.labels["user"]] = x.value
+    held = samples["stint_gpus_held_by_user"]
+    assert len(held) == 101 and held["u100"] == held["u101"] == 5 and held["other"] == 2
+    waits = samples["stint_job_wait_by_user_seconds_count"]
+    assert len(waits) == 101 and waits["u099"] == 1 and waits["other"] == 2
+    assert "u100" not in waits

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -58,6 +58,7 @@ from stint.runtime.states import HOLDING, TERMINAL, JobState
 from stint.runtime.store import (
     ADMIN_NAME,
     Caller,
+    JobFilter,
     LastAdminError,
     NewJob,
     Store,
@@ -202,14 +203,23 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     @app.get("/v1/jobs")
     def list_jobs(
         who: Who,
+        response: Response,
         state: Annotated[list[JobState] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
         offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
         user: Annotated[str | None, Query(pattern=USER_NAME)] = None,
+        tier: Tier | None = None,
+        array: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+        order: Literal["asc", "desc"] = "asc",
     ) -> list[JobOut]:
+        """A page of the jobs the caller sees; ``X-Total-Count``: how many match in all."""
         users = store.user_names()
         only = _only_user(who, user, users)
-        jobs = store.list_jobs(who, [str(s) for s in state or []], limit, offset, only)
+        states = [str(s) for s in state or []]
+        where = JobFilter(tier=tier.value if tier else None, array_id=array,
+                          newest_first=order == "desc")
+        jobs = store.list_jobs(who, states, limit, offset, only, where)
+        response.headers["X-Total-Count"] = str(store.count_listed(who, states, only, where))
         return [JobOut.of(j, users.get(j.user_id, "?"), nodes.names(j.cluster),
                           progress=_progress(settings, j)) for j in jobs]
 

@@ -537,18 +537,23 @@ class Store:
 
     def list_jobs(
         self, caller: Caller, states: Sequence[str] = (), limit: int = 1000, offset: int = 0,
-        user_id: int | None = None,
+        user_id: int | None = None, where: JobFilter | None = None,
     ) -> list[Job]:
-        """The jobs ``caller`` may see (an admin: all; ``user_id``: that user's only)."""
-        q = select(Job).order_by(Job.id).limit(limit).offset(offset)
-        if not caller.is_admin:
-            q = q.where(Job.user_id == caller.user_id)
-        if user_id is not None:
-            q = q.where(Job.user_id == user_id)
-        if states:
-            q = q.where(Job.state.in_(list(states)))
+        """The jobs ``caller`` may see (an admin: all; ``user_id``: that user's only), those
+        ``where`` admits, in id order (``where.newest_first``: newest first)."""
+        f = where or JobFilter()
+        order = Job.id.desc() if f.newest_first else Job.id
+        q = _filtered(select(Job), caller, states, user_id, f)
         with self.read() as s:
-            return list(s.scalars(q))
+            return list(s.scalars(q.order_by(order).limit(limit).offset(offset)))
+
+    def count_listed(self, caller: Caller, states: Sequence[str] = (), user_id: int | None = None,
+                     where: JobFilter | None = None) -> int:
+        """How many jobs ``list_jobs`` would page through with the same filters."""
+        q = _filtered(select(func.count()).select_from(Job), caller, states, user_id,
+                      where or JobFilter())
+        with self.read() as s:
+            return int(s.scalar(q) or 0)
 
     def user_names(self) -> dict[int, str]:
         with self.read() as s:
@@ -660,3 +665,27 @@ def record_transition(
     job.last_change_at = now
     s.add(Transition(job_id=job.id, src=src, dst=dst, at=now, attempt=job.attempt, reason=reason,
                      allocation=job.allocation if dst == JobState.STARTING else None))
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """``GET /v1/jobs``'s narrowing beyond state and user: a tier, one array's tasks, the order."""
+
+    tier: str | None = None
+    array_id: int | None = None
+    newest_first: bool = False
+
+
+def _filtered(q: Any, caller: Caller, states: Sequence[str], user_id: int | None,
+              f: JobFilter) -> Any:
+    if not caller.is_admin:
+        q = q.where(Job.user_id == caller.user_id)
+    if user_id is not None:
+        q = q.where(Job.user_id == user_id)
+    if states:
+        q = q.where(Job.state.in_(list(states)))
+    if f.tier is not None:
+        q = q.where(Job.tier == f.tier)
+    if f.array_id is not None:
+        q = q.where(Job.array_id == f.array_id)
+    return q

@@ -83,6 +83,7 @@ DASHBOARD = """
   <h2>Queue</h2>
   <table id="queue"><thead><tr><th>#</th><th>job</th><th>user</th><th>GPUs</th><th>tier</th>
     <th>state</th><th>why it waits</th><th>estimated start</th></tr></thead><tbody></tbody></table>
+  <p id="queue-more" class="basis"></p>
   <p class="basis">Estimated starts: <span id="basis"></span></p>
 </section>
 <section>
@@ -107,7 +108,19 @@ DASHBOARD = """
   </div>
 </section>
 <section>
-  <h2>Unfinished jobs <small>(finished ones: on the timeline)</small></h2>
+  <h2>Jobs <small id="jobs-count" role="status"></small></h2>
+  <form id="jobs-filter" class="filters">
+    <label>show <select id="f-view" aria-label="which jobs">
+      <option value="live" selected>unfinished</option><option value="finished">finished</option>
+      <option value="all">all</option></select></label>
+    <label>user <input id="f-user" size="12" placeholder="any"></label>
+    <label>tier <select id="f-tier"><option value="">any</option><option>premium</option>
+      <option>standard</option><option>basic</option></select></label>
+    <label>array <input id="f-array" size="8" inputmode="numeric" placeholder="any"></label>
+    <button type="button" id="jobs-prev">&#x2190; newer</button>
+    <button type="button" id="jobs-next">older &#x2192;</button>
+    <span id="jobs-error" class="error"></span>
+  </form>
   <table id="jobs"><thead><tr><th>job</th><th>name</th><th>user</th><th>state</th>
     <th>workers (min..max)</th><th>tier</th><th>attainment</th><th>submitted</th></tr></thead>
     <tbody></tbody></table>

@@ -8,12 +8,17 @@ const TIMELINE_ROWS = 60; // the newest jobs of the window get a row
 const SVG = "http://www.w3.org/2000/svg";
 const HOLDING = new Set(["starting", "running", "checkpointing"]);
 const WAITING = new Set(["queued", "admitted", "preempted", "resumed", "migrating", "resizing"]);
-// the dashboard lists unfinished jobs (finished ones stay on the timeline, linked to their page)
+const FINISHED = ["succeeded", "failed", "cancelled", "rejected"];
 const LIVE_QUERY = [...HOLDING, ...WAITING].map((st) => `state=${st}`).join("&");
+const VIEWS = { live: LIVE_QUERY, finished: FINISHED.map((st) => `state=${st}`).join("&"), all: "" };
+const PAGE_ROWS = 50; // the job list's page: the server counts and pages, the browser draws one
+const QUEUE_ROWS = 100; // the queue's first rows by position; the rest are counted
+let jobsOffset = 0;
 const MARK_GLYPH = { preempt: "\u2715", resize: "\u25B2", migrate: "\u25B6", fail: "!" };
 let me = null;
 let generation = 0; // of the polling loop: a new log-in stops the old one
 let actionsReady = false;
+let listReady = false;
 
 // -- plumbing -------------------------------------------------------------------------------
 function el(tag, attrs, ...children) {
@@ -31,6 +36,16 @@ class ApiError extends Error {
 }
 
 async function api(path, method = "GET", body = undefined) {
+  return (await apiResponse(path, method, body)).data;
+}
+
+// A page of a list and the total the server counted (X-Total-Count).
+async function apiPage(path) {
+  const { data, total } = await apiResponse(path);
+  return { rows: data, total };
+}
+
+async function apiResponse(path, method = "GET", body = undefined) {
   const headers = { Authorization: "Bearer " + localStorage.getItem(TOKEN_KEY) };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -40,7 +55,7 @@ async function api(path, method = "GET", body = undefined) {
   }
   const data = await r.json().catch(() => ({}));
   if (!r.ok) throw new ApiError(detail(data) || `${r.status} ${r.statusText}`, r.status);
-  return data;
+  return { data, total: Number(r.headers.get("X-Total-Count") ?? -1) };
 }
 
 function detail(data) {
@@ -132,6 +147,7 @@ async function enter() {
   const page = document.body.dataset.page;
   const tick = page === "job" ? jobTick(Number(document.body.dataset.job)) : dashboardTick;
   if (page === "job" && !actionsReady) setUpActions(Number(document.body.dataset.job));
+  if (page === "dashboard" && !listReady) { setUpJobList(); listReady = true; }
   poll(tick, ++generation);
 }
 
@@ -157,9 +173,9 @@ async function poll(tick, gen) {
 // -- the dashboard ---------------------------------------------------------------------------
 async function dashboardTick() {
   const since = Date.now() / 1000 - Number(document.getElementById("window").value);
-  const [jobs, nodes, history, cluster] = await Promise.all([
+  const [jobs, nodes, history, cluster, listed] = await Promise.all([
     api(`/v1/jobs?${LIVE_QUERY}&limit=10000`), api("/v1/nodes"), api(`/v1/history?since=${since}`),
-    api(`/v1/cluster?since=${since}`)]);
+    api(`/v1/cluster?since=${since}`), listPage()]);
   const now = history.now;
   const byId = new Map(jobs.map((j) => [j.id, j]));
   document.getElementById("cluster-summary").textContent =
@@ -171,7 +187,44 @@ async function dashboardTick() {
   drawUtilization(document.getElementById("utilization"), history);
   drawTiers(cluster.tiers);
   drawSla(document.getElementById("sla"), history);
-  drawJobs(jobs, now);
+  drawJobs(listed, now);
+}
+
+// The job list's query from its filters (a bad one is the server's 422, shown beside them).
+function listQuery() {
+  const parts = [VIEWS[document.getElementById("f-view").value], `limit=${PAGE_ROWS}`,
+    `offset=${jobsOffset}`, "order=desc"];
+  for (const [id, name] of [["f-user", "user"], ["f-tier", "tier"], ["f-array", "array"]]) {
+    const v = document.getElementById(id).value.trim();
+    if (v) parts.push(`${name}=${encodeURIComponent(v)}`);
+  }
+  return parts.filter((p) => p).join("&");
+}
+
+async function listPage() {
+  const error = document.getElementById("jobs-error");
+  try {
+    const page = await apiPage(`/v1/jobs?${listQuery()}`);
+    error.textContent = "";
+    return page;
+  } catch (e) {
+    if (!e.status) throw e;
+    error.textContent = e.message;
+    return { rows: [], total: 0 };
+  }
+}
+
+function setUpJobList() {
+  const again = () => { jobsOffset = 0; dashboardTick().catch(() => {}); };
+  for (const id of ["f-view", "f-tier"]) document.getElementById(id).addEventListener("change", again);
+  for (const id of ["f-user", "f-array"]) document.getElementById(id).addEventListener("change", again);
+  document.getElementById("jobs-filter").addEventListener("submit", (e) => { e.preventDefault(); again(); });
+  document.getElementById("jobs-prev").addEventListener("click", () => {
+    jobsOffset = Math.max(0, jobsOffset - PAGE_ROWS); dashboardTick().catch(() => {});
+  });
+  document.getElementById("jobs-next").addEventListener("click", () => {
+    jobsOffset += PAGE_ROWS; dashboardTick().catch(() => {});
+  });
 }
 
 function drawNodes(nodes, jobs) {
@@ -198,15 +251,23 @@ function drawNodes(nodes, jobs) {
 function drawQueue(jobs, now) {
   const waiting = jobs.filter((j) => WAITING.has(j.state));
   waiting.sort((a, b) => (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9) || a.id - b.id);
-  fill(document.querySelector("#queue tbody"), waiting.map((j) => el("tr", { "data-job": j.id },
+  const more = waiting.length - QUEUE_ROWS;
+  document.getElementById("queue-more").textContent = more > 0 ? `and ${more} more waiting` : "";
+  fill(document.querySelector("#queue tbody"), waiting.slice(0, QUEUE_ROWS).map((j) => el("tr", { "data-job": j.id },
     el("td", { class: "position" }, j.queue_position ?? "-"), el("td", {}, jobLink(j), ` ${j.name}`),
     el("td", {}, j.user), el("td", {}, j.gpus), el("td", {}, j.tier), el("td", { class: "state" }, j.state),
     el("td", { class: "reason" }, j.reason),
     el("td", { class: "est" }, startText(j, now)))));
 }
 
-function drawJobs(jobs, now) {
-  fill(document.querySelector("#jobs tbody"), [...jobs].reverse().map((j) => el("tr", { "data-job": j.id },
+function drawJobs(listed, now) {
+  const { rows, total } = listed;
+  if (total > 0 && jobsOffset >= total) jobsOffset = Math.floor((total - 1) / PAGE_ROWS) * PAGE_ROWS;
+  document.getElementById("jobs-count").textContent = total === 0 ? "none"
+    : `${jobsOffset + 1}-${jobsOffset + rows.length} of ${total}`;
+  document.getElementById("jobs-prev").disabled = jobsOffset === 0;
+  document.getElementById("jobs-next").disabled = jobsOffset + rows.length >= total;
+  fill(document.querySelector("#jobs tbody"), rows.map((j) => el("tr", { "data-job": j.id },
     el("td", {}, jobLink(j)), el("td", {}, j.name), el("td", {}, j.user), el("td", { class: "state" }, j.state),
     el("td", {}, `${workersNow(j)} (${j.min_gpus}..${j.max_gpus})`), el("td", {}, j.tier),
     el("td", {}, j.attainment === null ? "-" : j.attainment.toFixed(2)),
