@@ -22,8 +22,9 @@ nodes = 2
 gpus_per_node = 1
 role = "ps"           # optional: "ps" hosts parameter servers only, "worker" workers only,
                       # "any" both [default: "any"]; with a "ps" group, PSs run there alone
-                      # (read by the parameter-server policies: oasis, fifo-fixed, drf-ps,
-                      # rrh, dorm; the others place workers on any node)
+                      # (read by the parameter-server policies in `stint sim`: oasis,
+                      # fifo-fixed, drf-ps, rrh, dorm; the others place workers on any node;
+                      # `stint serve` registers each node's GPUs only)
 
 [speeds.cifar10]      # optional: one application's throughput per type, relative to the
 v100 = 1.0            # type its work is measured on (perf.types)
