@@ -254,3 +254,15 @@ def test_fixed_bounds_from_a_past_workload_are_not_updated_online(small_workload
     online = make("oasis", slot_s=wl.slot_s, end_slot=wl.horizon, history=past.jobs)
     evaluate(online, wl.cluster, wl.jobs, wl.horizon, wl.slot_s)
     assert online.worker_prices.low != fixed.low_w  # the arrivals moved the online estimate
+
+
+def test_describe_gives_each_slots_worker_and_ps_counts():
+    pol = OASiS(slot_s=3600.0, end_slot=10)
+    pol.plan(_view(_cluster(), [_job("good")]))
+    _, sched = pol.committed["good"]
+    text = pol.describe("good", "admitted")
+    first = (int(sched.workers[0].sum()), int(sched.ps[0].sum()))
+    assert first[1] > 0
+    assert f"workers + PSs per slot: slot{'s' if sched.last_slot > sched.start_slot else ''} " \
+        f"{sched.start_slot}" in text
+    assert f": {first[0]} + {first[1]} PS" in text

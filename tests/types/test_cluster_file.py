@@ -68,3 +68,13 @@ def test_the_ledger_refuses_mixed_and_disallowed_types() -> None:
     assert led.used_by_type == {"a": 2, "b": 0}
     any_type = JobSpec("k", 0.0, 1.0, 2, 2, 2)
     assert led.shortfall(any_type, Allocation.of({1: 2})) is None
+
+
+def test_a_group_role_makes_a_ps_host_group() -> None:
+    text = ('[[group]]\ngpu_type = "a"\nnodes = 2\ngpus_per_node = 2\nrole = "worker"\n'
+            '[[group]]\ngpu_type = "cpu"\nnodes = 1\ngpus_per_node = 1\nrole = "ps"\n')
+    cluster = parse_cluster(text, "c.toml").cluster()
+    assert [n.role for n in cluster.nodes] == ["worker", "worker", "ps"]
+    assert parse_cluster(text.replace('role = "worker"\n', ''), "c.toml").cluster().nodes[0].role == "any"
+    with pytest.raises(ClusterFileError, match=r"^c.toml:5: group 1: role must be one of any, worker, ps"):
+        parse_cluster(text.replace('"worker"', '"server"'), "c.toml")

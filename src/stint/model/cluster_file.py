@@ -16,6 +16,16 @@ nodes = 8
 gpus_per_node = 4
 speed = 0.3
 
+[[group]]
+gpu_type = "cpu"
+nodes = 2
+gpus_per_node = 1
+role = "ps"           # optional: "ps" hosts parameter servers only, "worker" workers only,
+                      # "any" both [default: "any"]; with a "ps" group, PSs run there alone
+                      # (read by the parameter-server policies in `stint sim`: oasis,
+                      # fifo-fixed, drf-ps, rrh, dorm; the others place workers on any node;
+                      # `stint serve` registers each node's GPUs only)
+
 [speeds.cifar10]      # optional: one application's throughput per type, relative to the
 v100 = 1.0            # type its work is measured on (perf.types)
 k80 = 0.35
@@ -37,7 +47,8 @@ from stint.model.cluster import Cluster, Node
 from stint.model.limits import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, above
 from stint.model.resources import Resources
 
-GROUP_KEYS = ("gpu_type", "nodes", "gpus_per_node", "speed")
+GROUP_KEYS = ("gpu_type", "nodes", "gpus_per_node", "speed", "role")
+ROLES = ("any", "worker", "ps")
 TOP_KEYS = ("throughputs", "group", "speeds")
 _TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -52,6 +63,7 @@ class ClusterGroup:
     nodes: int
     gpus_per_node: int
     speed: float = 1.0
+    role: str = "any"  # what its nodes host: "any", "worker" or "ps" (``Node.role``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +89,7 @@ class ClusterFile:
             for _ in range(g.nodes):
                 i = count.get(g.gpu_type, 0)
                 count[g.gpu_type] = i + 1
-                nodes.append(Node(f"{g.gpu_type}-{i}", cap, gpu_type=g.gpu_type))
+                nodes.append(Node(f"{g.gpu_type}-{i}", cap, g.role, g.gpu_type))
         return Cluster(tuple(nodes))
 
 
@@ -130,7 +142,11 @@ def _group(where: _Where, i: int, g: object) -> ClusterGroup:
     speed = g.get("speed", 1.0)
     if not _positive(speed):
         raise where.error("speed", f"group {i + 1}: speed must be a positive number (got {speed!r})", "group", i)
-    return ClusterGroup(t, counts["nodes"], counts["gpus_per_node"], float(speed))
+    role = g.get("role", "any")
+    if role not in ROLES:
+        raise where.error("role", f"group {i + 1}: role must be one of {', '.join(ROLES)} "
+                          f"(got {role!r})", "group", i)
+    return ClusterGroup(t, counts["nodes"], counts["gpus_per_node"], float(speed), role)
 
 
 def _speeds(where: _Where, raw: object) -> dict[tuple[str, str], float]:

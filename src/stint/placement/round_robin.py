@@ -2,7 +2,9 @@
 
 The paper's PS baselines (fifo-fixed, drf-ps, rrh, dorm) place tasks round-robin (§V: "FIFO, DRF
 and RRH place tasks round-robin"): workers go on worker hosts (role != "ps"), PSs on PS hosts
-(role "ps"); each task goes on the next host after the previous task's host that still fits it.
+(role "ps"; a cluster without a PS group puts them on its role "any" nodes, never on a node of
+role "worker"); each task goes on the next host after the previous task's host that still fits it
+(every resource of its demand: GPU, CPU, memory, bandwidth).
 ``FreeCapacity`` is a policy's scratch copy of the free resources per node (it never touches the
 mechanism's ledger); PSs are sized by eq. (6) (``perf.ps_model.ps_needed``).
 """
@@ -30,6 +32,13 @@ class Held(Protocol):
     def allocation(self) -> Allocation: ...
 
 
+def ps_hosts(cluster: Cluster) -> list[int]:
+    """The nodes that host PSs: the PS group (role "ps") where the cluster has one, else the
+    nodes of role "any" (a node of role "worker" never hosts a PS)."""
+    group = [i for i, n in enumerate(cluster.nodes) if n.role == "ps"]
+    return group or [i for i, n in enumerate(cluster.nodes) if n.role == "any"]
+
+
 def demand(spec: JobSpec, ps: bool = False) -> np.ndarray:
     res = spec.ps_demand if ps else spec.worker_demand
     return np.array(res.as_tuple() if res is not None else (0.0,) * 4)
@@ -45,7 +54,7 @@ class FreeCapacity:
         for node in down:  # a node that is down has nothing to offer
             self.free[node] = 0.0
         self.hosts = {False: [i for i, n in enumerate(cluster.nodes) if n.role != "ps"],
-                      True: [i for i, n in enumerate(cluster.nodes) if n.role == "ps"]}
+                      True: ps_hosts(cluster)}
         self.next = {False: 0, True: 0}
         for st in held:
             self.take(st.spec, st.allocation)

@@ -423,19 +423,22 @@ class OASiS(PolicyBase):
 
     def describe(self, job_id: str, what: str) -> str:
         """The committed schedule in words: payoff, slots and workers per slot (runs of equal
-        counts as one range)."""
+        counts as one range); a job with parameter servers: workers and PSs per slot."""
         _, s = self.committed[job_id]
-        runs: list[tuple[int, int, int]] = []  # (first slot, last slot, workers)
+        runs: list[tuple[int, int, tuple[int, int]]] = []  # (first, last slot, (workers, PSs))
         for i, w in enumerate(s.workers):
-            c, t = int(w.sum()), s.start_slot + i
+            c, t = (int(w.sum()), int(s.ps[i].sum())), s.start_slot + i
             if runs and runs[-1][2] == c and runs[-1][1] == t - 1:
                 runs[-1] = (runs[-1][0], t, c)
             else:
                 runs.append((t, t, c))
-        text = ", ".join((f"slot {f}" if f == last else f"slots {f}-{last}") + f": {c}"
-                         for f, last, c in runs if c)
+        with_ps = bool(s.ps.sum())
+        text = ", ".join((f"slot {f}" if f == last else f"slots {f}-{last}")
+                         + (f": {c[0]} + {c[1]} PS" if with_ps else f": {c[0]}")
+                         for f, last, c in runs if c[0])
+        what_per = "workers + PSs" if with_ps else "workers"
         return (f"oasis: {what} (payoff μ = {s.payoff:.4g}); slots {s.start_slot}-{s.last_slot} "
-                f"of {self.slot_s:g} s, workers per slot: {text}")
+                f"of {self.slot_s:g} s, {what_per} per slot: {text}")
 
     def feasible_at(self, spec: JobSpec, slot: int) -> Allocation:
         """``allocation_at``, trimmed to a worker count the job can run on."""
