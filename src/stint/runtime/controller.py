@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -1148,22 +1148,6 @@ def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
     ranked = sorted(range(len(waiting)), key=lambda i: (
         waiting[i][1] is None, waiting[i][1] or 0, i))
     return {waiting[i][0]: place for place, i in enumerate(ranked, 1)}
-
-
-class _Lookup(Mapping[str, Any]):
-    """A read-only mapping computed on access: reconcile reads only the jobs a plan names."""
-
-    def __init__(self, fn: Callable[[str], Any]) -> None:
-        self._fn = fn
-
-    def __getitem__(self, key: str) -> Any:
-        return self._fn(key)
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("not iterable")
-
-    def __len__(self) -> int:
-        raise TypeError("not sized")
 
 
 def _task_env(job: Job) -> dict[str, str]:
