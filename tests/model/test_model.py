@@ -1,3 +1,4 @@
+from dataclasses import fields
 from itertools import pairwise
 
 import pytest
@@ -124,3 +125,13 @@ def test_live_status_counts_the_sdks_steps_against_the_declared_total():
     assert st.work_done_at(35.0) == 25.0 and st.attained_gpu_s_at(35.0) == 56.0
     plain = status_of(job, "alice", 1000.0, ScalingModel(), None, now=30.0)
     assert plain.work_done == 3.0 and plain.as_of_s == 10.0 and plain.work_done_at(30.0) == 23.0
+
+
+def test_cluster_totals_are_its_nodes_summed_and_part_of_the_value() -> None:
+    from stint.model.cluster import Node
+
+    c = Cluster((Node("a", Resources(gpu=4, cpu=32, mem_gb=256, net_gbps=100)),
+                 Node("b", Resources(gpu=2, cpu=8, mem_gb=64, net_gbps=25))))
+    assert c.total == Resources(gpu=6, cpu=40, mem_gb=320, net_gbps=125)
+    assert c.total_gpus == 6
+    assert {"total", "total_gpus"} <= {f.name for f in fields(Cluster)}  # computed once

@@ -24,9 +24,12 @@ class Cluster:
 
     A cluster is *typed* when its nodes name their accelerator type (every node then does): a job
     runs on one type at a time (``placement.types``). ``types`` are the types in node order;
-    ``nodes_of(t)`` the indices of type ``t``'s nodes, ascending."""
+    ``nodes_of(t)`` the indices of type ``t``'s nodes, ascending. ``total`` (every node's
+    capacity summed) and ``total_gpus`` are computed once, with the cluster."""
 
     nodes: tuple[Node, ...]
+    total: Resources = field(init=False, repr=False, compare=False)
+    total_gpus: int = field(init=False, repr=False, compare=False)
     types: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _of_type: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
 
@@ -41,6 +44,11 @@ class Cluster:
                 of.setdefault(t, []).append(i)
         object.__setattr__(self, "types", tuple(of))
         object.__setattr__(self, "_of_type", {t: tuple(v) for t, v in of.items()})
+        total = Resources()
+        for n in self.nodes:
+            total = total + n.capacity
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "total_gpus", int(total.gpu))
 
     @property
     def typed(self) -> bool:
@@ -77,10 +85,6 @@ class Cluster:
             net_gbps=net_gbps,
         )
         return Cluster(tuple(Node(f"node-{i}", cap) for i in range(num_nodes)))
-
-    @property
-    def total_gpus(self) -> int:
-        return int(sum(n.capacity.gpu for n in self.nodes))
 
     @property
     def num_nodes(self) -> int:

@@ -110,7 +110,7 @@ def fill(
     else:
         free = list(view.free_gpus)
         free_total = sum(free)
-    cluster_total = _total_gpus(view)
+    cluster_total = view.cluster.total_gpus
     plan = Plan()
     worst = len(index.running)  # running[worst:] are committed victims
     skipped = 0
@@ -200,17 +200,3 @@ class _Why:
                                               f"behind job {head} ({self.policy}, head of line)")
                 told += 1
             after = after or wid == head
-
-
-_TOTALS: dict[int, tuple[object, int]] = {}
-
-
-def _total_gpus(view: ClusterView) -> int:
-    """The cluster's GPU count, memoised per cluster object (clusters are immutable; the entry
-    holds the object, so its id cannot be reused by another while cached)."""
-    entry = _TOTALS.get(id(view.cluster))
-    if entry is None or entry[0] is not view.cluster:
-        if len(_TOTALS) > 64:
-            _TOTALS.clear()
-        entry = _TOTALS[id(view.cluster)] = (view.cluster, view.cluster.total_gpus)
-    return entry[1]

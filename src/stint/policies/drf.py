@@ -70,7 +70,7 @@ class Drf(PolicyBase):
     def plan(self, view: ClusterView) -> Plan:
         self._sync(view)
         by_id = view.by_id if view.by_id is not None else {st.job_id: st for st in view.jobs}
-        cap = _total(view)
+        cap = view.cluster.total.as_tuple()
         free = _Free(view)
         free_gpus = float(view.free_index.total if view.free_index is not None else sum(view.free_gpus))
         usage = {e: list(u) for e, u in self._usage.items()}
@@ -142,18 +142,6 @@ def _dominant(usage: Sequence[float] | None, cap: Vec) -> float:
     if usage is None:
         return 0.0
     return max((u / c) for u, c in zip(usage, cap) if c > 0)
-
-
-_TOTALS: dict[int, tuple[object, Vec]] = {}
-
-
-def _total(view: ClusterView) -> Vec:
-    """The cluster's capacity vector, memoised per (immutable) cluster object."""
-    entry = _TOTALS.get(id(view.cluster))
-    if entry is None or entry[0] is not view.cluster:
-        t = np.sum([n.capacity.as_tuple() for n in view.cluster.nodes], axis=0)
-        entry = _TOTALS[id(view.cluster)] = (view.cluster, (float(t[0]), float(t[1]), float(t[2]), float(t[3])))
-    return entry[1]
 
 
 class _Free:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -148,6 +148,21 @@ class StepReport:
     refusals: list[str] = field(default_factory=list)  # actions the ledger refused, with why
 
 
+@dataclass(slots=True)
+class _Step:
+    """One step's state, built at its start and handed to the methods that act in it: when it
+    runs, where its transitions go, the active jobs, and what it has decided so far."""
+
+    now: float
+    writes: Writes  # the step's recorder (``step``) or a session (``recover``)
+    jobs: dict[int, Job]  # the active jobs by id
+    report: StepReport = field(default_factory=StepReport)
+    effects: list[Effect] = field(default_factory=list)  # stops and launches to enact
+    free: list[int] = field(default_factory=list)  # GPUs per node free for a launch now
+    held: list[dict[int, list[int]]] = field(default_factory=list)  # slots held per job
+    targeted: list[Job] = field(default_factory=list)  # given a target: they may launch now
+
+
 class _Recorder:
     """Collects the transition rows a step writes (``record_transition`` calls ``add``)."""
 
@@ -215,7 +230,6 @@ class Controller:
         self._dirty = True  # the last step changed something: step again even if no news
         self._last_marker: tuple[int, int] = (-1, -1)
         self._last_plan_at = float("-inf")
-        self._targeted: list[Job] = []  # jobs this step gave a target to (they may launch now)
         self._pending: set[str] = set()  # ids changed since the policy's last call
         self._held_back: set[int] = set()  # array tasks past their parallelism (``_held_back``)
         self._forecast_at = float("-inf")  # when the last forecast was made
@@ -295,23 +309,22 @@ class Controller:
                or any(not _expected(jobs.get(int(e.job_id)) if e.job_id.isdigit() else None, e)
                       for e in exits) or self._tick_due(now) or self._launch_failed)
         rec = _Recorder()
-        effects: list[Effect] = []
+        step = _Step(now, rec, jobs, report)
         try:
             for e in exits:
-                self._apply_exit(rec, jobs, e, now)
+                self._apply_exit(step, e)
             special = self.cache.special()  # the policy alone looks at plain queued jobs
-            self._apply_requests(rec, special, now, effects)
-            ask = self._apply_bounds(rec, special, now, effects) or ask
-            free = self._free(special)
+            self._apply_requests(step, special)
+            ask = self._apply_bounds(step, special) or ask
+            step.free = self._free(special)
             for node in down:  # nothing launches on a node that is down
-                free[node] = 0
-            held = [held_slots(j) for j in special if j.state in HOLDING]
-            self._apply_pins(rec, special, free, now, effects)
-            self._targeted = []
+                step.free[node] = 0
+            step.held = [held_slots(j) for j in special if j.state in HOLDING]
+            self._apply_pins(step, special)
             if ask:
-                self._apply_policy(rec, jobs, now, effects, report)
-            waiting = {j.id: j for j in (*special, *self._targeted)}
-            self._launch_targets(rec, [waiting[i] for i in sorted(waiting)], free, held, now, effects)
+                self._apply_policy(step)
+            waiting = {j.id: j for j in (*special, *step.targeted)}
+            self._launch_targets(step, [waiting[i] for i in sorted(waiting)])
             self._commit(rec)
             self._count(rec, jobs)
         except Exception:
@@ -323,9 +336,9 @@ class Controller:
         self._last_marker, self._down = marker, down
         if ask:
             self._last_plan_at, self._launch_failed = now, False
-        self._dirty = bool(rec.items or effects)
+        self._dirty = bool(rec.items or step.effects)
         self._wake_at = self._next_wake(special, now)
-        self._enact(effects, now, report)
+        self._enact(step.effects, now, report)
         self._forecast_safely(now)
         return report
 
@@ -372,25 +385,24 @@ class Controller:
         # Poll after ``running``: an attempt that ends in between is then reported, not lost.
         # (The local executor also computes an attempt's exit record only when it is polled.)
         exits = self._unapplied = self._unapplied + self.executor.poll()
-        effects: list[Effect] = []
         with self.store.session() as s:
-            jobs = self._active(s)
+            step = _Step(now, s, self._active(s))
             for e in exits:
-                self._apply_exit(s, jobs, e, now)
-            for job in list(jobs.values()):
-                self._recover_job(s, jobs, job, alive, now, effects)
+                self._apply_exit(step, e)
+            for job in list(step.jobs.values()):
+                self._recover_job(step, job, alive)
             for jid, attempt in alive.items():
-                row = jobs.get(int(jid)) if jid.isdigit() else None
+                row = step.jobs.get(int(jid)) if jid.isdigit() else None
                 if row is None or row.attempt != attempt or row.state not in HOLDING:
                     self.executor.kill(jid)  # an orphan: its job ended or moved on
             self._flush_marks(s)
         self._unapplied = []
         self.cache.invalidate()
         self._dirty = True
-        self._enact(effects, now, StepReport())
+        self._enact(step.effects, now, step.report)
 
-    def _recover_job(self, s: Writes, jobs: dict[int, Job], job: Job, alive: dict[str, int],
-                     now: float, effects: list[Effect]) -> None:
+    def _recover_job(self, step: _Step, job: Job, alive: dict[str, int]) -> None:
+        s, now, effects = step.writes, step.now, step.effects
         jid = str(job.id)
         if job.state in HOLDING:
             if alive.get(jid) == job.attempt:
@@ -403,21 +415,22 @@ class Controller:
                 return
             ended = self.executor.exit_of(jid, job.attempt)
             if ended is not None:
-                self._apply_exit(s, jobs, ended, now)
+                self._apply_exit(step, ended)
             elif job.state == S.STARTING:
                 effects.append(self._launch_effect(job, held_slots(job)))
             else:
                 lost = JobExit(jid, job.attempt, Outcome.STOPPED, {}, "lost while the control "
                                "plane was down", now)
-                self._apply_exit(s, jobs, lost, now)
+                self._apply_exit(step, lost)
         elif job.state == S.ADMITTED and not job.target:
             record_transition(s, job, S.QUEUED, now, "admission not carried out before a restart")
         elif job.state in RELAUNCHING and not job.to_cluster:  # (a move's copy: the fleet's)
             record_transition(s, job, S.PREEMPTED, now, "relaunch not carried out before a restart")
 
     # -- 1. outcomes -----------------------------------------------------------------------
-    def _apply_exit(self, s: Writes, jobs: dict[int, Job], e: JobExit, now: float) -> None:
-        job = jobs.get(int(e.job_id)) if e.job_id.isdigit() else None
+    def _apply_exit(self, step: _Step, e: JobExit) -> None:
+        s, now = step.writes, step.now
+        job = step.jobs.get(int(e.job_id)) if e.job_id.isdigit() else None
         if job is None or job.attempt != e.attempt or job.state not in HOLDING:
             return  # stale: an attempt the store has already moved past
         codes = ",".join(f"{r}:{c}" for r, c in sorted(e.exit_codes.items()))
@@ -561,12 +574,12 @@ class Controller:
         self._marks = []
 
     # -- 2. operator requests --------------------------------------------------------------
-    def _apply_requests(self, s: Writes, jobs: list[Job], now: float,
-                        effects: list[Effect]) -> None:
+    def _apply_requests(self, step: _Step, jobs: list[Job]) -> None:
+        s, now = step.writes, step.now
         for job in jobs:
             if job.cancel_requested and job.stop_purpose != P.CANCEL:
                 if job.state in HOLDING:
-                    self._stop(s, job, P.CANCEL, now, effects, reason="cancel requested")
+                    self._stop(step, job, P.CANCEL, reason="cancel requested")
                 elif job.state not in TERMINAL:
                     record_transition(s, job, S.CANCELLED, now, "cancelled on request",
                                       finished_at=now)
@@ -575,17 +588,17 @@ class Controller:
                 if job.state == S.RUNNING and self._finishing(job):
                     log.info("job %s: preempt not sent: the job is at its last step", job.id)
                 elif job.state in (S.RUNNING, S.STARTING):
-                    self._stop(s, job, P.OPERATOR, now, effects, reason="preempt requested by operator")
+                    self._stop(step, job, P.OPERATOR, reason="preempt requested by operator")
             if job.to_cluster and not job.cancel_requested:
-                self._move_out(s, job, now, effects)
+                self._move_out(step, job)
 
-    def _move_out(self, s: Writes, job: Job, now: float, effects: list[Effect]) -> None:
+    def _move_out(self, step: _Step, job: Job) -> None:
         """A job moving to another cluster of the fleet gives up what it has here: a running
         job checkpoints, an admitted one loses its admission. Once it holds nothing here the
         fleet copies its checkpoint over (``runtime/fleet.py``)."""
-        why = f"moving to cluster {job.to_cluster}"
+        s, now, why = step.writes, step.now, f"moving to cluster {job.to_cluster}"
         if job.state in (S.RUNNING, S.STARTING):
-            self._stop(s, job, P.MOVE, now, effects, reason=why)
+            self._stop(step, job, P.MOVE, reason=why)
         elif job.state == S.CHECKPOINTING and job.stop_purpose not in (P.MOVE, P.CANCEL):
             job.stop_purpose, job.target = P.MOVE, None
         elif job.state == S.ADMITTED:
@@ -593,9 +606,10 @@ class Controller:
         elif job.state == S.PREEMPTED and job.target:
             job.target = None
 
-    def _stop(self, s: Writes, job: Job, purpose: StopPurpose, now: float, effects: list[Effect],
-              reason: str, target: Allocation | None = None) -> None:
+    def _stop(self, step: _Step, job: Job, purpose: StopPurpose, reason: str,
+              target: Allocation | None = None) -> None:
         """Ask a job holding GPUs to checkpoint and stop (a cancel kills it instead)."""
+        s, now = step.writes, step.now
         cols = {"stop_purpose": purpose, "stop_deadline": now + self.config.grace_s,
                     "target": dump_alloc(target) if target else None}
         if job.state == S.CHECKPOINTING:
@@ -609,14 +623,14 @@ class Controller:
         else:
             record_transition(s, job, S.CHECKPOINTING, now, reason, **cols)
             self._marks.append((job.id, job.attempt, {"stop_at": now}))
-        effects.append(Stop(job.id, kill=purpose in _KILLS))
+        step.effects.append(Stop(job.id, kill=purpose in _KILLS))
 
     # -- 2c. the jobs' bounds: retries due, time limits, hangs -------------------------------
-    def _apply_bounds(self, s: Writes, jobs: list[Job], now: float,
-                      effects: list[Effect]) -> bool:
+    def _apply_bounds(self, step: _Step, jobs: list[Job]) -> bool:
         """Offer the policy again the failed jobs whose backoff is over; stop the running jobs
         past their time limit (checkpoint, then fail) and kill the hung ones (then retry).
         True if the policy's view changed."""
+        now = step.now
         check_hangs = now >= self._hang_check_at
         if check_hangs:  # every eighth of the shortest hang timeout, at most once a second
             hangs = [h for j in jobs if j.state == S.RUNNING and (h := self._hang_s(j)) > 0]
@@ -634,12 +648,12 @@ class Controller:
                 continue
             limit = self._time_limit(job)
             if limit is not None and self._held_s(job, now) >= limit:
-                self._stop(s, job, P.TIME, now, effects, reason=f"time limit ({limit:g} s)")
+                self._stop(step, job, P.TIME, reason=f"time limit ({limit:g} s)")
                 changed = True
                 continue
             hung = self._hung(job, now) if check_hangs else None
             if hung is not None:
-                self._stop(s, job, P.HUNG, now, effects, reason=hung)
+                self._stop(step, job, P.HUNG, reason=hung)
                 changed = True
         return changed
 
@@ -723,26 +737,23 @@ class Controller:
         return self.config.max_retries if job.max_retries is None else job.max_retries
 
     # -- 2b. operator pins -----------------------------------------------------------------
-    def _apply_pins(self, s: Writes, jobs: list[Job], free: list[int], now: float,
-                    effects: list[Effect]) -> None:
+    def _apply_pins(self, step: _Step, jobs: list[Job]) -> None:
         """A pin (an admin's resize/migrate) moves a *running* job; a queued or paused job's pin
         waits until the policy admits it (the policy keeps admission)."""
         for job in jobs:
             if _pinned(job) and job.state == S.RUNNING and not job.stop_purpose \
                     and not self._finishing(job):  # (a job at its last step ends where it is)
-                self._enact_pin(s, job, free, now, effects)
+                self._enact_pin(step, job)
 
-    def _enact_pin(self, s: Writes, job: Job, free: list[int], now: float,
-                   effects: list[Effect]) -> None:
+    def _enact_pin(self, step: _Step, job: Job) -> None:
         current = load_alloc(job.allocation)
-        avail = list(free)
+        avail = list(step.free)
         give(avail, current)
         want = self._pin_target(job, current, avail)
         if want is None or want == current:
             return  # already there, or waiting for capacity
         purpose = P.RESIZE if want.num_workers != current.num_workers else P.MIGRATE
-        self._stop(s, job, purpose, now, effects, reason=f"operator pin ({_pin_text(job)})",
-                   target=want)
+        self._stop(step, job, purpose, reason=f"operator pin ({_pin_text(job)})", target=want)
 
     def _pin_target(self, job: Job, current: Allocation, avail: list[int]) -> Allocation | None:
         count = job.pin_workers or current.num_workers or job.gpus
@@ -758,8 +769,8 @@ class Controller:
         return pack(count, avail, prefer=current.nodes)
 
     # -- 3. the policy ---------------------------------------------------------------------
-    def _apply_policy(self, s: Writes, jobs: dict[int, Job], now: float,
-                      effects: list[Effect], report: StepReport) -> None:
+    def _apply_policy(self, step: _Step) -> None:
+        s, jobs, now, report = step.writes, step.jobs, step.now, step.report
         # ``changed`` is complete (new, reloaded and modified rows since the last call), so
         # incremental policies may keep their index between calls of the same stream.
         changed = self._pending | self.cache.touched()
@@ -787,7 +798,7 @@ class Controller:
                 row.reason = str(wait)
         pinned = {j for j in plan.allocations if j in known and _pinned(jobs[int(j)])
                   and jobs[int(j)].state in HOLDING}
-        ending = self._refuse_finishing(plan, jobs, known, pinned, report)
+        ending = self._refuse_finishing(step, plan, known, pinned)
         if ending:
             plan = Plan({j: a for j, a in plan.allocations.items() if j not in ending},
                         {j: why for j, why in plan.reject.items() if j not in ending})
@@ -804,7 +815,7 @@ class Controller:
             log.info("decision: policy %s: %s job %s: %s -> %s%s", self.policy.name, a.kind,
                      a.job_id, _where(self, a.before) or "nothing",
                      _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
-            self._apply_action(s, jobs[int(a.job_id)], a, now, effects)
+            self._apply_action(step, jobs[int(a.job_id)], a)
             s.add(Decision(job_id=int(a.job_id), at=now, kind=str(a.kind),
                            workers=a.after.num_workers))
             report.actions.append(a)
@@ -817,22 +828,22 @@ class Controller:
                 row.reason = str(unexplained_wait(st.spec, free, self.policy.name))
         self._forecast_stale = True
 
-    def _refuse_finishing(self, plan: Plan, jobs: dict[int, Job], known: Mapping[str, JobStatus],
-                          pinned: set[str], report: StepReport) -> set[str]:
+    def _refuse_finishing(self, step: _Step, plan: Plan, known: Mapping[str, JobStatus],
+                          pinned: set[str]) -> set[str]:
         """The running jobs at their last step that ``plan`` would stop, resize, move or reject:
         refused (they end by themselves; a stop would save one step and cost a relaunch)."""
         ending: set[str] = set()
         for j in [*plan.allocations, *plan.reject]:
             if j not in known:  # the mechanism refuses it as unknown
                 continue
-            row, before = jobs[int(j)], known[j].allocation
+            row, before = step.jobs[int(j)], known[j].allocation
             after = plan.allocations.get(j, before) if j not in plan.reject else None
             if j in pinned or j in ending or row.state != S.RUNNING or after == before \
                     or not self._finishing(row):
                 continue
             ending.add(j)
             kind = ActionKind.REJECT if after is None else classify(before, after, True)
-            self._refuse(report, Action(kind or ActionKind.MIGRATE, j, before, after or before),
+            self._refuse(step.report, Action(kind or ActionKind.MIGRATE, j, before, after or before),
                          Refusal(j, RefusalCode.FINISHING, "the job is at its last step"))
         return ending
 
@@ -937,14 +948,14 @@ class Controller:
         report.refusals.append(text)
         self.refused += 1
 
-    def _apply_action(self, s: Writes, job: Job, a: Action, now: float,
-                      effects: list[Effect]) -> None:
+    def _apply_action(self, step: _Step, job: Job, a: Action) -> None:
         """Turn one accepted action into intents (see the module docstring, step 4)."""
+        s, now = step.writes, step.now
         reason = f"policy {self.policy.name}: {a.kind}" + (f" ({a.reason})" if a.reason else "")
         holding = job.state in HOLDING
         if a.kind is ActionKind.REJECT:
             if holding:
-                self._stop(s, job, P.REJECT, now, effects, reason=reason)
+                self._stop(step, job, P.REJECT, reason=reason)
             else:
                 if job.state == S.ADMITTED:
                     record_transition(s, job, S.QUEUED, now, "admission withdrawn", target=None)
@@ -953,7 +964,7 @@ class Controller:
             target = a.after or None
             purpose = P.PREEMPT if target is None else P.RESIZE if (
                 a.after.num_workers != load_alloc(job.allocation).num_workers) else P.MIGRATE
-            self._stop(s, job, purpose, now, effects, reason=reason, target=target)
+            self._stop(step, job, purpose, reason=reason, target=target)
         elif not a.after:  # a job waiting to launch loses its target
             job.target = None
             if job.state == S.ADMITTED:
@@ -964,29 +975,26 @@ class Controller:
             else:
                 job.target = dump_alloc(a.after)
                 job.reason, job.stop_purpose = reason, None
-            self._targeted.append(job)
+            step.targeted.append(job)
 
     # -- 4. launching what has a target ----------------------------------------------------
-    def _launch_targets(self, s: Writes, jobs: list[Job], free: list[int],
-                        held: list[dict[int, list[int]]], now: float,
-                        effects: list[Effect]) -> None:
+    def _launch_targets(self, step: _Step, jobs: list[Job]) -> None:
         """Launch every job that waits with a target, once its GPUs are physically free (the
         jobs a plan stopped to make room hold them until their exit)."""
         for job in jobs:
             if job.target and job.state in (S.ADMITTED, S.PREEMPTED) and not (
                     job.cancel_requested or job.to_cluster):
                 target = load_alloc(job.target)
-                if fits(target, free):
+                if fits(target, step.free):
                     moved = job.state == S.PREEMPTED and job.stop_purpose in (P.RESIZE, P.MIGRATE)
                     why = f"{job.stop_purpose} after the checkpoint" if moved else job.reason
-                    self._launch(s, job, target, free, held, now, effects, why)
+                    self._launch(step, job, target, why)
 
     # -- 5. intents ------------------------------------------------------------------------
-    def _launch(self, s: Writes, job: Job, alloc: Allocation, free: list[int],
-                held: list[dict[int, list[int]]], now: float, effects: list[Effect],
-                reason: str) -> None:
+    def _launch(self, step: _Step, job: Job, alloc: Allocation, reason: str) -> None:
         """Write the intent to run ``job`` on ``alloc`` as a new attempt (via the lifecycle's
         intermediate state), reserve its GPUs and slots, and queue the launch."""
+        s, now = step.writes, step.now
         if job.state == S.QUEUED:
             record_transition(s, job, S.ADMITTED, now, reason)
         elif job.state == S.PREEMPTED:
@@ -994,9 +1002,9 @@ class Controller:
             via = {ActionKind.RESIZE: S.RESIZING, ActionKind.MIGRATE: S.MIGRATING}.get(
                 kind or ActionKind.RESUME, S.RESUMED)
             record_transition(s, job, via, now, reason)
-        slots = assign_slots(alloc, self.capacity, held)
-        held.append(slots)
-        take(free, alloc)
+        slots = assign_slots(alloc, self.capacity, step.held)
+        step.held.append(slots)
+        take(step.free, alloc)
         job.attempt += 1
         s.add(Attempt(job_id=job.id, attempt=job.attempt, workers=alloc.num_workers,
                       resumed=job.first_start_at is not None, launched_at=now))
@@ -1010,7 +1018,7 @@ class Controller:
             first_start_at=job.first_start_at if job.first_start_at is not None else now,
             stop_purpose=None, target=None,
         )
-        effects.append(self._launch_effect(job, slots))
+        step.effects.append(self._launch_effect(job, slots))
 
     def _launch_effect(self, job: Job, slots: dict[int, list[int]]) -> Launch:
         job_dir = self.config.jobs_dir / str(job.id)
@@ -1148,22 +1156,6 @@ def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
     ranked = sorted(range(len(waiting)), key=lambda i: (
         waiting[i][1] is None, waiting[i][1] or 0, i))
     return {waiting[i][0]: place for place, i in enumerate(ranked, 1)}
-
-
-class _Lookup(Mapping[str, Any]):
-    """A read-only mapping computed on access: reconcile reads only the jobs a plan names."""
-
-    def __init__(self, fn: Callable[[str], Any]) -> None:
-        self._fn = fn
-
-    def __getitem__(self, key: str) -> Any:
-        return self._fn(key)
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("not iterable")
-
-    def __len__(self) -> int:
-        raise TypeError("not sized")
 
 
 def _task_env(job: Job) -> dict[str, str]:
