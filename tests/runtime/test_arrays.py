@@ -100,3 +100,23 @@ def test_the_cli_submits_lists_and_cancels_an_array(serve: ServeProc) -> None:
                  "the tasks to be cancelled")
         assert [t["command"] for t in c.array_jobs(array_id)] == [["sleep", f"60{i}"]
                                                                   for i in range(3)]
+
+
+def test_a_large_array_is_stored_whole_across_insert_batches(store: Store, tmp_path: Path) -> None:
+    """More tasks than one multi-row insert holds (SQLite; PostgreSQL copies them): every task
+    and its first transition stored, in order, with the spec's columns."""
+    token = store.ensure_admin_token(tmp_path / "admin.token", time.time())
+    assert token is not None
+    caller = store.caller_for_token(token)
+    assert caller is not None
+    spec = NewJob("big", ["run", "--i={i}"], 2, 1, 2, "standard", 1.5, None, env={"A": "b"},
+                  time_limit_s=30.0, gpu_types=("h100",))
+    ids = store.add_array(spec, caller, time.time(), range(3, 1503), parallel=4)
+    tasks = store.array_tasks(ids[0], caller)
+    assert [t.id for t in tasks] == ids and len(ids) == 1500
+    assert [t.array_index for t in tasks] == list(range(3, 1503))
+    last = tasks[-1]
+    assert (last.command, last.env, last.time_limit_s, last.gpu_types, last.array_parallel,
+            last.array_id, last.cancel_requested, last.memory_max) == (
+        '["run", "--i=1502"]', '{"A": "b"}', 30.0, "h100", 4, ids[0], False, None)
+    assert len(store.transitions(ids[-1])) == 1

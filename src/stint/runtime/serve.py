@@ -10,7 +10,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -323,18 +323,34 @@ class ControlLoop(threading.Thread):
 def add_metrics(app: FastAPI, metrics: Metrics) -> None:
     """``GET /metrics`` (no token, like the health routes: counts and latencies, no job of
     anyone's) and a histogram of every API request's latency."""
-    from fastapi import Request, Response
+    from fastapi import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    @app.middleware("http")
-    async def timed(request: Request, call_next: Callable[[Request], Awaitable[Response]]
-                    ) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "other")  # the route's template, never the raw URL
-        metrics.api_s.labels(request.method, path, str(response.status_code)).observe(
-            time.perf_counter() - t0)
-        return response
+    class Timed:
+        """Pure ASGI middleware (no task or stream per request, unlike ``@app.middleware``)."""
+
+        def __init__(self, inner: ASGIApp) -> None:
+            self.inner = inner
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await self.inner(scope, receive, send)
+                return
+            t0 = time.perf_counter()
+            status = [0]
+
+            async def sent(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status[0] = message["status"]
+                await send(message)
+
+            await self.inner(scope, receive, sent)
+            route = scope.get("route")  # set by the router in this same scope
+            path = getattr(route, "path", "other")  # the route's template, never the raw URL
+            metrics.api_s.labels(scope["method"], path, str(status[0])).observe(
+                time.perf_counter() - t0)
+
+    app.add_middleware(Timed)
 
     def scrape() -> Response:
         return Response(metrics.text(), media_type=CONTENT_TYPE)
@@ -469,7 +485,7 @@ def serve(cfg: ServeConfig) -> None:
     add_health_route(app, loop)
     add_metrics(app, metrics)
     log_listening(cfg, sock, token_file, name, None if fleet is None else fleet[0])
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http="httptools"))
     drain = [ctl.drain]
 
     def request_drain() -> list[str]:

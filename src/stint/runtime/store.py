@@ -607,16 +607,37 @@ class Store:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)
 
 
+_MAX_PARAMS = 16_000  # bound parameters in one statement (SQLite allows 32,766; PostgreSQL 65,535)
+
+
 def _insert_many(conn: Connection, table: str, rows: list[dict[str, Any]]) -> None:
-    """Rows of the same keys in one driver ``executemany``: building each row's parameters
-    through SQLAlchemy costs more than the insert itself at thousands of rows (a job array)."""
+    """Rows of the same keys in multi-row ``INSERT ... VALUES (...), (...)`` statements of at
+    most ``_MAX_PARAMS`` parameters: building each row's parameters through SQLAlchemy costs more
+    than the insert itself at thousands of rows (a job array), and a driver's ``executemany``
+    pays a statement per row. PostgreSQL: ``COPY`` instead."""
     if not rows:
         return
     keys = list(rows[0])
+    if conn.dialect.name == "postgresql":
+        _copy_rows(conn, table, keys, rows)
+        return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = (f"INSERT INTO {table} ({', '.join(keys)}) "
-           f"VALUES ({', '.join([mark] * len(keys))})")
-    conn.exec_driver_sql(sql, [tuple(r[k] for k in keys) for r in rows])
+    one = f"({', '.join([mark] * len(keys))})"
+    head = f"INSERT INTO {table} ({', '.join(keys)}) VALUES "
+    per = max(1, _MAX_PARAMS // len(keys))
+    for start in range(0, len(rows), per):
+        chunk = rows[start:start + per]
+        params = tuple(r[k] for r in chunk for k in keys)
+        conn.exec_driver_sql(head + ", ".join([one] * len(chunk)), params)
+
+
+def _copy_rows(conn: Connection, table: str, keys: list[str], rows: list[dict[str, Any]]) -> None:
+    """PostgreSQL: the rows in one ``COPY ... FROM STDIN`` (the driver parses a long multi-row
+    statement in Python, which costs more than the server's insert)."""
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY {table} ({', '.join(keys)}) FROM STDIN") as copy:
+        for r in rows:
+            copy.write_row(tuple(r[k] for k in keys))
 
 
 def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
