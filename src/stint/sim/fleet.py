@@ -84,6 +84,11 @@ class _Member(Simulator):
     def active(self) -> list[JobStatus]:
         return list(self._table.values())
 
+    def waiting(self) -> list[JobStatus]:
+        """The active jobs that hold no GPUs (``workers`` read directly: this runs over every
+        active job of every cluster at each global call)."""
+        return [st for st in self._table.values() if not st.allocation.workers]
+
     def close(self, start: float, wall_s: float, cpu_s: float) -> RunResult:
         for st in list(self._table.values()):
             self._finish(st, self._last_t, rejected="never scheduled")
@@ -304,10 +309,9 @@ class FleetSimulator:
         waiting: list[Waiting] = []
         if with_waiting:
             for i, m in enumerate(self._members):
-                for st in m.active():
-                    if not st.allocation:
-                        js = self._state[st.job_id]
-                        waiting.append(Waiting(js.job, i, st.last_change_s, js.has_ckpt or st.work_done > 0))
+                for st in m.waiting():
+                    js = self._state[st.job_id]
+                    waiting.append(Waiting(js.job, i, st.last_change_s, js.has_ckpt or st.work_done > 0))
         states = self._snapshot()
         pending, self._pending = self._pending, []
         view = FleetView(t, self.fleet, states, pending, waiting)
