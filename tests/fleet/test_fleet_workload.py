@@ -29,6 +29,7 @@ def test_bad_arguments() -> None:
         generate(fleet(("a", "r0", 1)), 0, 0.8)
 
 
+@pytest.mark.slow
 def test_a_warm_start_adds_the_jobs_running_at_time_zero_in_the_steady_state() -> None:
     fl = fleet(*((f"c{i}", f"r{i % 2}", 125) for i in range(4)))  # 4,000 GPUs
     cold = generate(fl, 3000, 0.8, seed=5)

@@ -38,6 +38,7 @@ OPTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", available())
 def test_live_controller_enacts_what_the_simulator_does(policy: str, store: Store,
                                                         tmp_path: Path) -> None:

@@ -313,6 +313,7 @@ RACE_LOG = b"attempt 1\nattempt 2\n"
 
 @pytest.mark.skipif(os.geteuid() != 0 or PY is None,
                     reason="needs root (to create an OS account) and a Python every account can run")
+@pytest.mark.slow
 def test_a_jobs_owner_racing_a_fetch_never_makes_root_write_or_chown_elsewhere(
         account: pwd.struct_passwd, base: Path) -> None:
     # The copy service runs as root and writes into the job's directory, which the job's owner
@@ -376,6 +377,7 @@ def test_a_jobs_owner_racing_a_fetch_never_makes_root_write_or_chown_elsewhere(
 
 @pytest.mark.skipif(os.geteuid() != 0 or PY is None,
                     reason="needs root (to create an OS account) and a Python every account can run")
+@pytest.mark.slow
 def test_a_jobs_owner_racing_the_source_never_makes_root_serve_what_she_cannot_read(
         account: pwd.struct_passwd, base: Path) -> None:
     # The source's service reads the job's checkpoint and log as root: her process flips its

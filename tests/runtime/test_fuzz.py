@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, assume, given, settings
 
@@ -16,6 +17,7 @@ from stint.runtime.store import Caller, Store
 EXAMPLES = {True: 8, False: 2}
 
 
+@pytest.mark.slow
 def test_fuzzed_requests_cause_no_server_error_and_lose_no_job(store: Store, tmp_path: Path) -> None:
     store.set_nodes([("node-0", 2), ("node-1", 2)])
     token = store.ensure_admin_token(tmp_path / "admin.token", time.time())

@@ -47,6 +47,7 @@ def test_a_failed_attempt_is_retried_only_after_its_backoff(h: Harness, tmp_path
     assert job.failures == 1 and "gave up after 0 retries" in job.reason
 
 
+@pytest.mark.slow
 def test_a_launch_the_host_refuses_for_now_is_retried_and_not_counted(
         h: Harness, tmp_path: Path) -> None:
     """A transient LaunchError (the host short of processes or memory) waits out the backoff and

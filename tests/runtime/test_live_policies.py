@@ -133,6 +133,7 @@ def test_elastic_policy_resizes_sdk_job_only_to_feasible_sizes(tmp_path: Path) -
     assert final_digest(log, steps) == final_digest(reference, steps)
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_bad_policy_option_or_config_in_one_line(tmp_path: Path) -> None:
     from rt_helpers import STINT
 

@@ -21,6 +21,7 @@ def _scrape(serve: ServeProc) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
+@pytest.mark.slow
 def test_metrics_carry_jobs_gpus_actions_and_latencies(tmp_path: Path) -> None:
     serve = ServeProc(tmp_path / "data", f"sqlite:///{tmp_path / 'stint.db'}")
     serve.start()

@@ -155,6 +155,7 @@ def _records(policy: Policy, trace_name: str) -> list[JobRecord]:
     ("drf", {}, "pollux:6"),
     ("tiresias", {"placement": "emptiest", "strict_order": True}, "pollux:6"),
 ])
+@pytest.mark.slow
 def test_records_are_identical_with_and_without_the_index(name: str, options: dict[str, object],
                                                           trace: str) -> None:
     with_index = _records(make(name, **options), trace)

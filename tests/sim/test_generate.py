@@ -13,6 +13,7 @@ def philly_rows() -> set[tuple[int, float, str]]:
     return {(j.requested_workers, j.work, j.vc) for j in load("philly").jobs}
 
 
+@pytest.mark.slow
 def test_jobs_are_rows_of_the_philly_trace_and_seeded(philly_rows: set[tuple[int, float, str]]) -> None:
     a, b, c = philly_shaped(3000, seed=1), philly_shaped(3000, seed=1), philly_shaped(3000, seed=2)
     assert a.jobs == b.jobs and a.jobs != c.jobs
@@ -25,6 +26,7 @@ def test_jobs_are_rows_of_the_philly_trace_and_seeded(philly_rows: set[tuple[int
     assert len({j.requested_workers for j in a.jobs}) >= 4 and len({j.work for j in a.jobs}) > 1000
 
 
+@pytest.mark.slow
 def test_the_arrival_rate_scales_with_the_cluster_and_the_load() -> None:
     base = philly_shaped(2000, gpus=512, seed=5)
     big = philly_shaped(2000, gpus=4096, seed=5)

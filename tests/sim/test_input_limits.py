@@ -111,6 +111,7 @@ def test_limit_needs_a_file_in_arrival_order_and_names_the_row_out_of_it(tmp_pat
     assert [j.job_id for j in load(str(p)).jobs] == ["philly-1", "philly-3", "philly-2"]  # whole: sorted
 
 
+@pytest.mark.slow
 def test_the_shipped_philly_log_out_of_order_still_gives_the_first_jobs_by_arrival():
     whole = load("philly").jobs
     first = load("philly", filters=Filters(limit=50)).jobs
@@ -138,6 +139,7 @@ def test_a_size_flag_above_its_maximum_is_named(tmp_path, capsys, args, message)
     assert "Traceback" not in err and not (tmp_path / "r" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_size_flags_at_their_maxima_are_accepted(tmp_path, capsys):
     at_max = cli.parser().parse_args(["--gpus", str(lim.MAX_CLUSTER_GPUS), "--limit", str(lim.MAX_TRACE_JOBS),
                                       "--fleet-jobs", str(lim.MAX_TRACE_JOBS)])

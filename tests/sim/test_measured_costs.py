@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from stint.cli import app
@@ -72,6 +73,7 @@ def test_a_job_started_on_gpus_a_stop_frees_waits_for_the_stop() -> None:
     assert stop["a"] == free["a"] + 2.0  # only the time b lost
 
 
+@pytest.mark.slow
 def test_sim_costs_from_a_store_charges_what_it_measured(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'stint.db'}")
     store.migrate()

@@ -10,6 +10,7 @@ from stint.perf import tables
 from stint.perf.profile import APPLICATIONS, Mesh, _dist2, _Table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("app", sorted(APPLICATIONS))
 def test_mesh_interpolates_as_scipy_does(app):
     table = _Table(app)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from stint.cli import app
@@ -12,6 +13,7 @@ CONTRACT = {
 }
 
 
+@pytest.mark.slow
 def test_sim_writes_the_contract(tmp_path):
     out = tmp_path / "results"
     res = CliRunner().invoke(
@@ -69,6 +71,7 @@ def _sim(tmp_path, *args):
                                     "json", *args])
 
 
+@pytest.mark.slow
 def test_policy_options_from_flags_and_a_config_file_are_the_same(tmp_path):
     """``--policy-opt`` and ``[policy.options]`` build the same policy (flags win over the
     file); a different threshold changes Tiresias' schedule, so the option really arrives."""

@@ -40,6 +40,7 @@ def results(philly):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_every_job_completes_with_exactly_its_work(results, case):
     records = results[case].records
@@ -73,6 +74,7 @@ def test_optimus_resizes_elastic_jobs(results):
     assert results[("optimus", "pollux:6")].summary()["resizes"] > 0
 
 
+@pytest.mark.slow
 def test_identical_seeds_give_identical_results(philly):
     again = load("philly", seed=3, filters=Filters(limit=1500))
     a, b = _run(philly, "tiresias"), _run(again, "tiresias")

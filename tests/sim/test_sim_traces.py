@@ -11,6 +11,7 @@ PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"
 
 
+@pytest.mark.slow
 def test_shipped_philly_is_whole_and_sorted():
     t = load("philly")
     assert len(t.jobs) == 82_247

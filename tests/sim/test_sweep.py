@@ -40,6 +40,7 @@ class _Counting:
             yield cell, row
 
 
+@pytest.mark.slow
 def test_a_sweep_resumes_without_rerunning_finished_cells(tmp_path: Path) -> None:
     first = _Counting(stop_after=3)
     with pytest.raises(KeyboardInterrupt):
@@ -74,6 +75,7 @@ def test_the_summary_has_mean_and_spread_over_seeds(tmp_path: Path) -> None:
     assert all(fifo[s, 4.0]["avg_queue_s"] >= fifo[s, 1.0]["avg_queue_s"] for s in (0, 1))
 
 
+@pytest.mark.slow
 def test_the_command_writes_table_files_and_plot_and_refuses_bad_axes(tmp_path: Path) -> None:
     args = ["sweep", "--trace", "philly", "--limit", "120", "--policy", "fifo,tiresias",
             "--seeds", "0,1", "--gpus", "32", "--workers", "1", "--out", str(tmp_path)]

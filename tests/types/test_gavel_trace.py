@@ -53,6 +53,7 @@ def test_gavel_rows_are_checked_with_their_line(tmp_path: Path) -> None:
         load(str(trace), throughputs=tput)
 
 
+@pytest.mark.slow
 def test_gavel_sia_and_tiresias_complete_a_gavel_trace_on_two_types(tmp_path: Path) -> None:
     cluster_file, trace = write_gavel(tmp_path, jobs=30)
     out = tmp_path / "out"

@@ -45,6 +45,7 @@ def _sim(policy: object, jobs: list[JobSpec], seen: list[tuple[float, Action]]) 
                      CostModel.free(), on_action=lambda t, a: seen.append((t, a)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["singularity", "oasis", "oasis-replan"])
 def test_each_job_keeps_to_its_types_and_one_type_over_a_random_workload(name: str) -> None:
     cluster = two_type_cluster()

@@ -50,6 +50,7 @@ def _run(name: str, cluster: Cluster, jobs: list[JobSpec]) -> tuple[list[tuple[f
     return seen, res.refusals, sum(r.completed for r in res.records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", available())
 def test_no_job_holds_a_type_it_may_not_use_nor_two_types(name: str) -> None:
     cluster = two_type_cluster()
