@@ -74,7 +74,8 @@ def main() -> None:
         rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(json.dumps({"global": name, "gpus": fleet.total_gpus, "generate_s": round(gen_s, 1),
                           "window_h": round(window / 3600, 1),
-                          "cold_demand": round(cold_demand(fleet, a.load, window), 3), "peak_rss_gb": round(rss_gb, 2), **s}), flush=True)
+                          "cold_demand": round(cold_demand(fleet, a.load, window), 3),
+                          "peak_rss_gb": round(rss_gb, 2), **s}), flush=True)
 
 
 def groups(res: FleetResult, home: dict[str, str], outage: tuple[float, float]) -> dict[str, list[float]]:

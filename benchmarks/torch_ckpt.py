@@ -315,7 +315,8 @@ def main() -> None:
         print(periodic(base), flush=True)
         if a.incremental_only:
             return
-        print("| state | disk seq. write, median (max) | SHA-256, 1 thread | checkpoint write, median | fraction (of max) | re-save (dedup) | load+verify "
+        print("| state | disk seq. write, median (max) | SHA-256, 1 thread | checkpoint write, median "
+              "| fraction (of max) | re-save (dedup) | load+verify "
               "| preemption latency (cut reached / checkpoint committed) | resume, cold | resume, warm |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for mb in (float(s) for s in a.sizes.split(",")):
@@ -324,8 +325,10 @@ def main() -> None:
             print(f"| {w['state_MB']:.0f} MB | {w['disk_MBps']:.0f} ({w['disk_max_MBps']:.0f}) MB/s "
                   f"| {w['sha256_MBps']:.0f} MB/s "
                   f"| {w['ckpt_MBps']:.0f} MB/s "
-                  f"| {100 * w['fraction']:.0f}% ({100 * w['fraction_of_max']:.0f}%) | {w['resave_written_MB']:.0f} MB written, {w['resave_s']:.2f} s "
-                  f"| {w['load_verify_s']:.2f} s | {r['preempt']:.2f} s ({r['preempt_cut']:.2f} / {r['preempt_committed']:.2f} s) "
+                  f"| {100 * w['fraction']:.0f}% ({100 * w['fraction_of_max']:.0f}%) "
+                  f"| {w['resave_written_MB']:.0f} MB written, {w['resave_s']:.2f} s "
+                  f"| {w['load_verify_s']:.2f} s | {r['preempt']:.2f} s "
+                  f"({r['preempt_cut']:.2f} / {r['preempt_committed']:.2f} s) "
                   f"| {_phases(r['cold'])} | {_phases(r['warm'])} |", flush=True)
         print("resume = spawn to first step done: total (python+imports / build model / stint.init with "
               "checkpoint load / first step); warm = forked from a fork server with torch imported")

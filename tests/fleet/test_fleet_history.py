@@ -42,7 +42,8 @@ def test_under_tiresias_a_moved_job_keeps_its_attained_service_and_does_not_jump
     # At 12000 G, in Q0, goes before M, in Q1: G 12000-13000, then M resumes (30 s): 13030 +
     # 12800 = 25830. (Entering as a new job, M was in Q0 from 8002, ahead of G: M 12000-19200,
     # demoted, then G 19200-20200.)
-    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 7000.0, 5000.0, data=1), fleet_job("G", 9000.0, 1000.0, data=1)]
+    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 7000.0, 5000.0, data=1),
+            fleet_job("G", 9000.0, 1000.0, data=1)]
     res = _run(jobs, 8000.0, lambda: make("tiresias"))
     done = _finish(res)
     assert done["G"] == pytest.approx(13000.0)
@@ -77,7 +78,8 @@ class _Seen(Fifo):
 
     def plan(self, view: ClusterView) -> Plan:
         st = view.by_id.get("M") if view.by_id is not None else None
-        m = None if st is None else (st.spec.arrival_s, st.attained_gpu_s_at(view.now), st.first_start_s, st.preemptions)
+        m = None if st is None else (st.spec.arrival_s, st.attained_gpu_s_at(view.now), st.first_start_s,
+                                     st.preemptions)
         self.log.append((view.now, [s.job_id for s in view.jobs], m))
         return super().plan(view)
 
@@ -92,7 +94,8 @@ def test_every_policy_sees_the_moved_job_as_the_live_store_shows_it() -> None:
         logs.append([])
         return _Seen(logs[-1])
 
-    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 1000.0, 9000.0, data=1), fleet_job("H", 1200.0, 100.0, data=1)]
+    jobs = [fleet_job("M", 0.0, 20000.0, data=0), fleet_job("F", 1000.0, 9000.0, data=1),
+            fleet_job("H", 1200.0, 100.0, data=1)]
     _run(jobs, 1500.0, spy)
     at_b = next((now, ids, m) for now, ids, m in logs[1] if m is not None)
     assert at_b == (1500.0, ["M", "F", "H"], (0.0, 8 * 1500.0, 0.0, 0))

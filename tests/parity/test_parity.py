@@ -2,8 +2,8 @@
 
 The trace has rigid and elastic jobs (elastic ones run only on divisors of their logical ranks),
 an arrival burst that queues, jobs that finish while others wait, a node that fails and comes
-back, and slot policies (OASiS with slots of 10 s). Each policy runs through the simulator and through the real ``Controller`` on a
-real store; the ordered actions (time, kind, job, workers after) must be the same.
+back, and slot policies (OASiS with slots of 10 s). Each policy runs through the simulator and
+through the real ``Controller`` on a real store; the ordered actions (time, kind, job, workers after) must be the same.
 """
 
 from __future__ import annotations

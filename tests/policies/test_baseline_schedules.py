@@ -56,7 +56,8 @@ def test_tiresias_demotes_after_threshold_then_preempts():
 def test_tiresias_preempts_within_a_queue_by_default():
     r = records(make("tiresias", thresholds_gpu_s=(100.0,), tick_s=5.0), ABC)
     # The default (strict order, the paper's algorithm). As with strict_order=False until 50:
-    # A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at 75 (4 GPUs x 25 s) and enters Q1 after A, so A, first in the order, preempts B: A runs its
+    # A demoted (Q1, entered 50), B (Q0) preempts it. B reaches 100 GPU-s at 75 (4 GPUs x 25 s)
+    # and enters Q1 after A, so A, first in the order, preempts B: A runs its
     # last 50 s 75-125 (JCT 125), then B its last 5 s 125-130 (JCT 120). Pollux's Tiresias
     # re-derives who runs from the queue order at every pass and behaves the same way.
     assert {k: v.jct_s for k, v in r.items()} == {"A": 125, "B": 120, "C": 10}
@@ -66,7 +67,8 @@ def test_tiresias_preempts_within_a_queue_by_default():
 def test_tiresias_starvation_promotion():
     # One GPU, threshold 10 GPU-s, ticks every 5 s. L: t=0, 30 s; short jobs S1: t=15, 20 s;
     # S2: t=35, 20 s; S3: t=55, 20 s.
-    jobs = [rigid("L", 0, 30, 1, declared=True), rigid("S1", 15, 20, 1, declared=True), rigid("S2", 35, 20, 1, declared=True), rigid("S3", 55, 20, 1, declared=True)]
+    jobs = [rigid("L", 0, 30, 1, declared=True), rigid("S1", 15, 20, 1, declared=True),
+            rigid("S2", 35, 20, 1, declared=True), rigid("S3", 55, 20, 1, declared=True)]
     one_gpu = Cluster.uniform(1, 1)
     # strict_order=False: a demoted job never preempts one of its own queue (the rule-5 story
     # below reads more simply without in-queue preemption).
@@ -92,7 +94,8 @@ def test_drf_serves_the_user_with_the_smaller_dominant_share():
     cluster = Cluster.uniform(1, 4, cpu_per_gpu=4.0)
     jobs = [
         rigid("X", 0, 100, 1, user="a", cpu=8, declared=True), rigid("Y", 0, 100, 1, user="b", cpu=1, declared=True),
-        rigid("a2", 1, 10, 1, user="a", cpu=2, declared=True), rigid("a3", 1, 10, 1, user="a", cpu=2, declared=True), rigid("b2", 1, 10, 1, user="b", cpu=2, declared=True),
+        rigid("a2", 1, 10, 1, user="a", cpu=2, declared=True), rigid("a3", 1, 10, 1, user="a", cpu=2, declared=True),
+        rigid("b2", 1, 10, 1, user="b", cpu=2, declared=True),
     ]
     r = records(make("drf"), jobs, cluster)
     # DRF: b (0.25) first -> b2 starts; b's share becomes max(2/4, 3/16) = 0.5. b has nothing
@@ -116,7 +119,8 @@ def test_node_failure_preempts_and_the_job_resumes_elsewhere():
     # at 10: A is preempted with 10 s done and FIFO resumes it on node 1 at once (free actions):
     # it ends at 10 + 90 = 100 (JCT 100); without the failure it would also end at 100, so the
     # preemption count shows the failure was handled.
-    r = records(make("fifo"), [rigid("A", 0, 100, 2, declared=True)], Cluster.uniform(2, 2), failures=[NodeFailure(0, 10.0, 50.0)])
+    r = records(make("fifo"), [rigid("A", 0, 100, 2, declared=True)], Cluster.uniform(2, 2),
+                failures=[NodeFailure(0, 10.0, 50.0)])
     assert r["A"].jct_s == pytest.approx(100.0) and r["A"].preemptions == 1
     # With a 30 s resume cost it ends 30 s later.
     r = records(make("fifo"), [rigid("A", 0, 100, 2, declared=True)], Cluster.uniform(2, 2),

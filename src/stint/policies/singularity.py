@@ -58,7 +58,8 @@ Rules, applied in this order at every pass (arrivals, completions, node changes,
    otherwise the staged victims are discarded as a unit and the job waits.
 7. No idle GPU: a job the pass preempted that fits, at the size it ran, on GPUs still free after
    the pass's admissions is placed there instead (a migration: it keeps running, and no GPU
-   stays idle while it waits), in the order the pass took them. GPUs still free then go to running elastic jobs, served in rule 2's order, each grown
+   stays idle while it waits), in the order the pass took them. GPUs still free then go to
+   running elastic jobs, served in rule 2's order, each grown
    to the largest feasible count that fits, if the time it saves on its remaining work exceeds
    ``grow_margin`` x restart_s (the cost of growing and of giving the GPUs back later).
 8. No idle GPU later either: a job whose remaining ideal time r exceeds the drain time D is

@@ -590,7 +590,8 @@ def preempt(job: int, server: ServerOpt = None, data_dir: DataDirOpt = None, tok
     _act(job, "preempt", None, (server, data_dir, token))
 
 
-def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+def resize(job: int, workers: int, server: ServerOpt = None, data_dir: DataDirOpt = None,
+           token: TokenOpt = None) -> None:
     """Pin a job's worker count (one it can run on): checkpoint, restart with WORKERS (admin;
     a queued job keeps the pin until the policy starts it)."""
     _act(job, "resize", {"workers": workers}, (server, data_dir, token))
@@ -661,7 +662,8 @@ def replay(
     typer.echo(json.dumps(report.as_dict(), indent=2) if output == "json" else text(report))
 
 
-def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None) -> None:
+def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None,
+          token: TokenOpt = None) -> None:
     """The cluster's nodes with their used and free GPUs."""
     rows = _call((server, data_dir, token), lambda c: c.nodes())
     if json_out:

@@ -326,7 +326,8 @@ class FleetSimulator:
         shown = {w.job.job_id for w in waiting}
         for job_id, dst in plan.move.items():
             if job_id not in shown:
-                raise KeyError(f"global scheduler {self.scheduler.name!r} moved {job_id!r}, not a waiting job it was shown")
+                raise KeyError(f"global scheduler {self.scheduler.name!r} moved {job_id!r}, "
+                               "not a waiting job it was shown")
             js = self._state[job_id]
             if js.at is None or dst == js.at or not states[dst].available or not states[js.at].available:
                 continue

@@ -16,7 +16,8 @@ The fold runs in place in one accumulation buffer, so memory does not grow with 
   allgather is slower) gives everyone the mean. With L = P that is the traffic of one ring
   all-reduce; every further slice adds one reduce-scatter's worth. Each slice's ``all_to_all`` is
   asynchronous: it runs while the next micro-batch computes, and is folded at the next slice (two
-  send/receive buffer pairs, used in turn; ``overlap=False``: one, each slice waited for). A rank that arrives before its
+  send/receive buffer pairs, used in turn; ``overlap=False``: one, each slice waited for). A
+  rank that arrives before its
   predecessors (a placement other than the default, ``STINT_LOGICAL_RANKS``) waits in a side
   buffer until they are folded: the same bits, more memory;
 - *gathered* (small models, where a collective's latency dominates): one ``all_gather`` of every

@@ -228,8 +228,8 @@ class Job:
         """Yield each logical rank this worker hosts; run one micro-batch (forward+backward) per rank.
 
         When the loop ends, every parameter's ``.grad`` is the mean of the L logical ranks'
-        gradients, summed in logical-rank order (bitwise independent of the number of workers); gradients that were there before the loop (accumulation across
-        steps) are kept and the mean added to them.
+        gradients, summed in logical-rank order (bitwise independent of the number of workers);
+        gradients that were there before the loop (accumulation across steps) are kept and the mean added to them.
         """
         return self.micro_batches(list(self.env.logical_ranks))
 

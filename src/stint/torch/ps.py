@@ -462,8 +462,8 @@ def start_local(cmd: Sequence[str], workers: int, servers: int, logical: int,
     """Start W workers and P parameter servers of ``cmd`` on 127.0.0.1 (workers first)."""
     port = free_port()
     roles = [("worker", r) for r in range(workers)] + [("ps", k) for k in range(servers)]
-    return [subprocess.Popen(list(cmd), env=ps_env(role, r, workers, servers, logical, ckpt_dir,
-                                                   port), stdout=stdout if role == "worker" and r == 0 else subprocess.DEVNULL)
+    return [subprocess.Popen(list(cmd), env=ps_env(role, r, workers, servers, logical, ckpt_dir, port),
+                             stdout=stdout if role == "worker" and r == 0 else subprocess.DEVNULL)
             for role, r in roles]
 
 

@@ -49,8 +49,8 @@ def main() -> int:
     x, y = torch.randn(256, 32, generator=g), torch.randint(0, 4, (256,), generator=g)
     x, y = x.to(args.device), y.to(args.device)  # 2335 parameters: not divisible by 2 or 4
     every = stint.Interval(steps=args.checkpoint_every) if args.checkpoint_every else None
-    job = stint.init(model=model, optimizer=opt, check_every=args.check_every, exchange=args.exchange, interval=every, keep=2,
-                     counters={"mb": 0}, rank_counters={"mb": 0, "seen": 0})
+    job = stint.init(model=model, optimizer=opt, check_every=args.check_every, exchange=args.exchange,
+                     interval=every, keep=2, counters={"mb": 0}, rank_counters={"mb": 0, "seen": 0})
     sampler = stint.Sampler(len(x), batch_size=32, seed=0)
     try:
         for step in job.steps(args.steps):

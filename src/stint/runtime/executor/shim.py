@@ -10,7 +10,8 @@ state directory, which only the executor's account reads): ``{"env": {...}, "mem
 "pids_max", "cpu_weight", "log_max_bytes", "disk_max_bytes", "job_dir", "cgroup", "netns"}``;
 they are applied to the worker only, after it took the job's account. Why it exists: a controller
 restarted after a SIGKILL cannot ``waitpid()`` the workers its predecessor started, so each
-worker gets a parent that outlives the controller and writes the worker's fate to durable files in ``D`` (the attempt's state directory):
+worker gets a parent that outlives the controller and writes the worker's fate to durable files
+in ``D`` (the attempt's state directory):
 
 - ``rank-R.pid``   this supervisor's pid and kernel start time (guards against pid reuse)
 - ``rank-R.child`` the worker's pid and start time, written once the worker runs and signals are

@@ -104,7 +104,8 @@ DASHBOARD = """
     <h2>SLA attainment</h2>
     <table id="tiers"><thead><tr><th>tier</th><th>target</th><th>jobs</th><th>meeting it</th>
       <th>mean attainment</th></tr></thead><tbody></tbody></table>
-    <svg id="sla" class="chart" role="img" aria-label="share of finished jobs meeting their tier's target, over time"></svg>
+    <svg id="sla" class="chart" role="img"
+         aria-label="share of finished jobs meeting their tier's target, over time"></svg>
   </div>
 </section>
 <section>
