@@ -35,8 +35,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     total = args.epochs * (len(train_set) // args.batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=total, pct_start=0.25)
-    job = stint.init(model=model, optimizer=opt, scheduler=sched, logical_world_size=args.logical,
-                     ckpt_dir=args.ckpt_dir)
+    job = stint.init(model=model, optimizer=opt, scheduler=sched, logical_world_size=args.logical, ckpt_dir=args.ckpt_dir)  # noqa: E501
     loader = job.loader(train_set, batch_size=args.batch_size, shuffle=True, num_workers=2)
     eval_loader = DataLoader(eval_set, batch_size=64)
     step = job.step
@@ -50,8 +49,7 @@ def main() -> None:
             sched.step()
             step += 1
             if step % args.eval_every == 0:
-                mean_loss = float(job.all_reduce_mean(loss))
-                job.print(f"step {step} loss {mean_loss:.4f} eval {evaluate(model, eval_loader):.3f}")
+                job.print(f"step {step} loss {float(job.all_reduce_mean(loss)):.4f} eval {evaluate(model, eval_loader):.3f}")  # noqa: E501
             time.sleep(args.sleep)
     print(f"done step {step} digest {digest(model)}", flush=True)
 
