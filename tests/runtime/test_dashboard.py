@@ -59,6 +59,18 @@ def _has_colour(png: Path, rgb: tuple[int, int, int], tol: int = 12) -> bool:
     return bool((np.abs(px - np.array(rgb)).max(axis=2) <= tol).any())
 
 
+def logged_in_page(browser: Any, serve: ServeProc, token: str) -> tuple[Any, list[str]]:
+    """A dashboard page of `serve` signed in with `token`, and the list its script errors go to."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{serve.url}/ui/")
+    page.fill("#token", token)
+    page.click("#login-form button")
+    page.wait_for_selector("#who:has-text('admin')")
+    return page, errors
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # both stores: test_history_api
 def test_dashboard_shows_a_queued_job_start_and_its_preemption(
         serve: ServeProc, browser: Any, tmp_path: Path) -> None:
@@ -68,13 +80,7 @@ def test_dashboard_shows_a_queued_job_start_and_its_preemption(
     wait_for(lambda: serve.client().show(filler)["state"] == "running", 30, "the filler to run")
     job = int(serve.cli("submit", "--name", "waiter", "--gpus", "1", "--est-s", "600", "--",
                         "sh", "-c", "echo the waiter says hello; exec sleep 600"))
-    page = browser.new_page(viewport={"width": 1280, "height": 1400})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{serve.url}/ui/")
-    page.fill("#token", token)
-    page.click("#login-form button")
-    page.wait_for_selector("#who:has-text('admin')")
+    page, errors = logged_in_page(browser, serve, token)
 
     # queued behind the filler, with its reason, position and an estimated start
     row = page.locator(f"#queue tr[data-job='{job}']")

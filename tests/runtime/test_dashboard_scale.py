@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rt_helpers import ServeProc
 from sqlalchemy import update
-from test_dashboard import browser  # noqa: F401 (the fixture)
+from test_dashboard import browser, logged_in_page  # noqa: F401 (browser: the fixture)
 
 from stint.runtime.store import NewJob, Store
 from stint.runtime.tables import Job
@@ -69,13 +69,7 @@ def test_the_dashboard_pages_and_filters_ten_thousand_jobs(
 
 def _browse(serve: ServeProc, chromium: Any, a: list[int], b: list[int]) -> None:
     token = (serve.data_dir / "admin.token").read_text().strip()
-    page = chromium.new_page(viewport={"width": 1280, "height": 1400})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{serve.url}/ui/")
-    page.fill("#token", token)
-    page.click("#login-form button")
-    page.wait_for_selector("#who:has-text('admin')")
+    page, errors = logged_in_page(chromium, serve, token)
     # unfinished (the default): only the preempted one; it holds nothing, so no node cell
     page.locator("#jobs-count:text-is('1-1 of 1')").wait_for(timeout=30_000)
     assert _rows(page) == [b[-1]]
