@@ -76,6 +76,7 @@ class Metrics:
                                      "Wait from submission to first start, per user", ["user"],
                                      buckets=WAIT_BUCKETS, registry=self.registry)
         self.store = store
+        self.user_names: dict[int, str] = {}  # read from the store only for an unseen user
         self.wait_users: set[str] = set()
         self.registry.register(_StoreCollector(store))
 
@@ -98,7 +99,9 @@ class Metrics:
             counter.labels("operator" if pinned else "policy").inc()
 
     def _user_label(self, user_id: int) -> str:
-        name = self.store.user_names().get(user_id, OTHER)
+        if user_id not in self.user_names:
+            self.user_names = self.store.user_names()
+        name = self.user_names.get(user_id, OTHER)
         if name not in self.wait_users and len(self.wait_users) < MAX_USERS:
             self.wait_users.add(name)
         return name if name in self.wait_users else OTHER
