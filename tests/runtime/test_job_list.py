@@ -52,3 +52,21 @@ def test_the_job_list_filters_pages_and_counts(store: Store, tmp_path: Path) -> 
                       ("limit=10001", "limit")):
         r = api.get(f"/v1/jobs?{bad}", headers=_h(admin))
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["query", name], bad
+
+
+def test_the_queue_order_pages_by_position_with_unplaced_jobs_last(store: Store,
+                                                                  tmp_path: Path) -> None:
+    store.set_nodes([("node-0", 2)])
+    admin = store.ensure_admin_token(tmp_path / "admin.token", time.time())
+    assert admin is not None
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs")))
+    ids = [api.post("/v1/jobs", json={"command": ["x"]}, headers=_h(admin)).json()["id"]
+           for _ in range(6)]
+    positions = {ids[0]: 3, ids[1]: None, ids[2]: 1, ids[3]: 2, ids[4]: None, ids[5]: 4}
+    with store.session() as s:  # the forecast's places, as the controller writes them
+        for job_id, place in positions.items():
+            s.execute(update(Job).where(Job.id == job_id).values(queue_position=place))
+
+    r = api.get("/v1/jobs?state=queued&order=queue&limit=5", headers=_h(admin))
+    assert [j["id"] for j in r.json()] == [ids[2], ids[3], ids[0], ids[5], ids[1]]
+    assert r.headers["X-Total-Count"] == "6"

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
@@ -59,6 +59,7 @@ from stint.runtime.store import (
     ADMIN_NAME,
     Caller,
     JobFilter,
+    JobOrder,
     LastAdminError,
     NewJob,
     Store,
@@ -210,14 +211,14 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         user: Annotated[str | None, Query(pattern=USER_NAME)] = None,
         tier: Tier | None = None,
         array: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-        order: Literal["asc", "desc"] = "asc",
+        order: JobOrder = "asc",
     ) -> list[JobOut]:
         """A page of the jobs the caller sees; ``X-Total-Count``: how many match in all."""
         users = store.user_names()
         only = _only_user(who, user, users)
         states = [str(s) for s in state or []]
         where = JobFilter(tier=tier.value if tier else None, array_id=array,
-                          newest_first=order == "desc")
+                          order=order)
         jobs = store.list_jobs(who, states, limit, offset, only, where)
         response.headers["X-Total-Count"] = str(store.count_listed(who, states, only, where))
         return [JobOut.of(j, users.get(j.user_id, "?"), nodes.names(j.cluster),

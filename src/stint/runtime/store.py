@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import (
     ColumnElement,
@@ -540,12 +540,11 @@ class Store:
         user_id: int | None = None, where: JobFilter | None = None,
     ) -> list[Job]:
         """The jobs ``caller`` may see (an admin: all; ``user_id``: that user's only), those
-        ``where`` admits, in id order (``where.newest_first``: newest first)."""
+        ``where`` admits, in ``where.order``."""
         f = where or JobFilter()
-        order = Job.id.desc() if f.newest_first else Job.id
         q = _filtered(select(Job), caller, states, user_id, f)
         with self.read() as s:
-            return list(s.scalars(q.order_by(order).limit(limit).offset(offset)))
+            return list(s.scalars(q.order_by(*_ORDERS[f.order]).limit(limit).offset(offset)))
 
     def count_listed(self, caller: Caller, states: Sequence[str] = (), user_id: int | None = None,
                      where: JobFilter | None = None) -> int:
@@ -688,13 +687,24 @@ def record_transition(
                      allocation=job.allocation if dst == JobState.STARTING else None))
 
 
+# The orders ``list_jobs`` pages in.
+JobOrder = Literal["asc", "desc", "queue"]
+
+
 @dataclass(frozen=True)
 class JobFilter:
-    """``GET /v1/jobs``'s narrowing beyond state and user: a tier, one array's tasks, the order."""
+    """``GET /v1/jobs``'s narrowing beyond state and user: a tier, one array's tasks, the order
+    (``asc``/``desc``: by id; ``queue``: by queue position, jobs without one last, then by id)."""
 
     tier: str | None = None
     array_id: int | None = None
-    newest_first: bool = False
+    order: JobOrder = "asc"
+
+
+_ORDERS: dict[str, tuple[Any, ...]] = {
+    "asc": (Job.id,), "desc": (Job.id.desc(),),
+    "queue": (Job.queue_position.is_(None), Job.queue_position, Job.id),
+}
 
 
 def _filtered(q: Any, caller: Caller, states: Sequence[str], user_id: int | None,

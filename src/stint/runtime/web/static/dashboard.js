@@ -9,8 +9,10 @@ const SVG = "http://www.w3.org/2000/svg";
 const HOLDING = new Set(["starting", "running", "checkpointing"]);
 const WAITING = new Set(["queued", "admitted", "preempted", "resumed", "migrating", "resizing"]);
 const FINISHED = ["succeeded", "failed", "cancelled", "rejected"];
-const LIVE_QUERY = [...HOLDING, ...WAITING].map((st) => `state=${st}`).join("&");
-const VIEWS = { live: LIVE_QUERY, finished: FINISHED.map((st) => `state=${st}`).join("&"), all: "" };
+const states = (set) => [...set].map((st) => `state=${st}`).join("&");
+const HOLDING_QUERY = states(HOLDING), WAITING_QUERY = states(WAITING);
+const LIVE_QUERY = `${HOLDING_QUERY}&${WAITING_QUERY}`;
+const VIEWS = { live: LIVE_QUERY, finished: states(FINISHED), all: "" };
 const PAGE_ROWS = 50; // the job list's page: the server counts and pages, the browser draws one
 const QUEUE_ROWS = 100; // the queue's first rows by position; the rest are counted
 let jobsOffset = 0;
@@ -173,15 +175,17 @@ async function poll(tick, gen) {
 // -- the dashboard ---------------------------------------------------------------------------
 async function dashboardTick() {
   const since = Date.now() / 1000 - Number(document.getElementById("window").value);
-  const [jobs, nodes, history, cluster, listed] = await Promise.all([
-    api(`/v1/jobs?${LIVE_QUERY}&limit=10000`), api("/v1/nodes"), api(`/v1/history?since=${since}`),
-    api(`/v1/cluster?since=${since}`), listPage()]);
+  // the jobs holding GPUs (no more than the GPUs) and the queue's first rows with its length
+  const [holders, queue, nodes, history, cluster, listed] = await Promise.all([
+    api(`/v1/jobs?${HOLDING_QUERY}&limit=10000`),
+    apiPage(`/v1/jobs?${WAITING_QUERY}&order=queue&limit=${QUEUE_ROWS}`),
+    api("/v1/nodes"), api(`/v1/history?since=${since}`), api(`/v1/cluster?since=${since}`), listPage()]);
   const now = history.now;
-  const byId = new Map(jobs.map((j) => [j.id, j]));
+  const byId = new Map([...holders, ...queue.rows].map((j) => [j.id, j]));
   document.getElementById("cluster-summary").textContent =
     `${cluster.used_gpus} of ${cluster.total_gpus} GPUs in use; policy ${cluster.policy || "?"}`;
-  drawNodes(nodes, jobs);
-  drawQueue(jobs, now);
+  drawNodes(nodes, holders);
+  drawQueue(queue, now);
   document.getElementById("basis").textContent = cluster.forecast_basis;
   drawTimeline(document.getElementById("timeline"), history, byId);
   drawUtilization(document.getElementById("utilization"), history);
@@ -227,8 +231,7 @@ function setUpJobList() {
   });
 }
 
-function drawNodes(nodes, jobs) {
-  const holders = jobs.filter((j) => HOLDING.has(j.state));
+function drawNodes(nodes, holders) {
   const boxes = nodes.map((n) => {
     const cells = [];
     for (const j of holders) {
@@ -248,12 +251,11 @@ function drawNodes(nodes, jobs) {
   document.getElementById("nodes").replaceChildren(...boxes);
 }
 
-function drawQueue(jobs, now) {
-  const waiting = jobs.filter((j) => WAITING.has(j.state));
-  waiting.sort((a, b) => (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9) || a.id - b.id);
-  const more = waiting.length - QUEUE_ROWS;
+// The queue's first rows, in the server's queue order, and how many more wait.
+function drawQueue(queue, now) {
+  const more = queue.total - queue.rows.length;
   document.getElementById("queue-more").textContent = more > 0 ? `and ${more} more waiting` : "";
-  fill(document.querySelector("#queue tbody"), waiting.slice(0, QUEUE_ROWS).map((j) => el("tr", { "data-job": j.id },
+  fill(document.querySelector("#queue tbody"), queue.rows.map((j) => el("tr", { "data-job": j.id },
     el("td", { class: "position" }, j.queue_position ?? "-"), el("td", {}, jobLink(j), ` ${j.name}`),
     el("td", {}, j.user), el("td", {}, j.gpus), el("td", {}, j.tier), el("td", { class: "state" }, j.state),
     el("td", { class: "reason" }, j.reason),
