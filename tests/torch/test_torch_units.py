@@ -140,3 +140,36 @@ def test_a_rank_reduction_by_hand_names_what_is_wrong(tmp_path, monkeypatch):
         job.rank_counters_reduce("seen", "median")
     with pytest.raises(KeyError, match="'mb' is not one of"):
         job.rank_counters_reduce("mb")
+
+
+@pytest.mark.parametrize("option, message", [
+    ({"exchange": "ring"}, r"exchange='ring' must be one of \['auto', 'gathered', 'sharded'\]"),
+    ({"check_every": 0}, r"check_every=0 must be a positive number of steps"),
+    ({"keep": 0}, r"keep=0 must be at least 1"),
+    ({"logical_world_size": 0}, r"logical_world_size=0 must be a positive number of logical ranks"),
+    ({"interval": 10}, r"interval=10 must be a stint.Interval"),
+])
+def test_a_bad_init_option_is_an_error_naming_it(option, message, monkeypatch):
+    import stint.torch as stint
+
+    for k in [k for k in __import__("os").environ if k.startswith("STINT_")]:
+        monkeypatch.delenv(k)
+    with pytest.raises((ValueError, TypeError), match=r"^stint.init: " + message):
+        stint.init(model=torch.nn.Linear(2, 1), **option)
+
+
+def test_the_job_holds_its_options_as_given_and_a_copy_of_the_rank_counters(monkeypatch):
+    import stint.torch as stint
+
+    for k in [k for k in __import__("os").environ if k.startswith("STINT_")]:
+        monkeypatch.delenv(k)
+    start = {"seen": 0}
+    job = stint.init(model=torch.nn.Linear(2, 1), seed=7, logical_world_size=2, check_every=None,
+                     rank_counters=start)
+    start["seen"] = 99  # the caller's dict, changed after init: the job's start values are its own
+    assert job.options == stint.JobOptions(seed=7, logical_world_size=2, check_every=None,
+                                           rank_counters={"seen": 0})
+    for _ in job.steps(1):
+        for _ in job.logical_ranks():
+            job.rank_counters["seen"] += 1
+    assert job.rank_counters_total("seen") == 2 and job.options.rank_counters == {"seen": 0}

@@ -18,6 +18,7 @@ from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval, daly_interval, young_interval
 from stint.torch.job import PREEMPTED_EXIT_CODE, Job, init
 from stint.torch.loader import Loader, StepBatch
+from stint.torch.options import JobOptions
 from stint.torch.sampler import Sampler
 from stint.torch.store import Checkpoint, CheckpointStore, CorruptCheckpoint, SaveStats
 
@@ -31,6 +32,7 @@ __all__ = [
     "Job",
     "JobEnv",
     "JobEnvError",
+    "JobOptions",
     "Loader",
     "NoCheckpoint",
     "Sampler",

@@ -44,6 +44,7 @@ from stint.torch.exchange import CHECKPOINT, STOP, Exchange, agree, gather
 from stint.torch.guards import DivergenceError
 from stint.torch.interval import Interval
 from stint.torch.loader import Loader, StepBatch, dataloader_options
+from stint.torch.options import EXCHANGES, JobOptions
 from stint.torch.peers import GroupPeers
 from stint.torch.sampler import Sampler
 from stint.torch.sharded import Sharded
@@ -53,7 +54,6 @@ T = TypeVar("T")
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: "stopped cleanly at a checkpoint, resume me"
 _STATUS_EVERY = 1.0  # seconds between status-file updates
-_EXCHANGES: dict[str, bool | None] = {"auto": None, "sharded": True, "gathered": False}
 
 
 class Job:
@@ -63,44 +63,27 @@ class Job:
         self,
         env: JobEnv,
         tracked: dict[str, Any],
+        options: JobOptions,
         *,
-        seed: int = 0,
-        interval: Interval | None = None,
-        keep: int = 2,
-        final_checkpoint: bool = True,
-        background: bool = True,
         counters: dict[str, Any] | None = None,
-        rank_counters: dict[str, Any] | None = None,
-        check_every: int | None = 100,
-        exchange: str = "auto",
-        shard: bool = False,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = 300.0,
     ) -> None:
         for name, obj in tracked.items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"stint.init: {name}={type(obj).__name__} has no state_dict/load_state_dict")
-        if exchange not in _EXCHANGES:
-            raise ValueError(f"stint.init: exchange={exchange!r} must be one of {sorted(_EXCHANGES)}")
-        if check_every is not None and check_every < 1:
-            raise ValueError(f"stint.init: check_every={check_every} must be a positive number of steps")
+        self.options = options
         self.env = env
         self.tracked = tracked
         self.counters: dict[str, Any] = counters if counters is not None else {}  # the user's own dict
-        self._rank_template = dict(rank_counters or {})
-        self._rank_counters = {lr: copy.deepcopy(self._rank_template) for lr in env.logical_ranks}
+        self._rank_counters = {lr: copy.deepcopy(options.rank_counters) for lr in env.logical_ranks}
         self._current: int | None = None  # the logical rank whose micro-batch runs now
         self._counters_warned = False
         self._ended_counters: dict[int, dict[str, Any]] | None = None  # every rank's, once the loop ended
         self.step = 0
-        self.seed = seed
-        self.check_every = check_every
-        self.interval = interval or Interval()
-        self.final_checkpoint = final_checkpoint
-        self.store = CheckpointStore(env.ckpt_dir, keep=keep) if env.ckpt_dir else None
+        self.store = CheckpointStore(env.ckpt_dir, keep=options.keep) if env.ckpt_dir else None
         self.last_save: SaveStats | None = None
         self.checkpoint_stall: float | None = None  # seconds the last checkpoint blocked training
-        self.background = background
         self._in_flight: threading.Thread | None = None
         self._staging: dict[int, torch.Tensor] = {}  # the last background snapshot's items, reused
         self._peers: GroupPeers | None = None  # the workers sharing each checkpoint's write
@@ -124,9 +107,9 @@ class Job:
         self._buffers = _unique(b for m in self._modules.values() for b in m.buffers())
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._connect(timeout)
-        self._rng = {lr: rng.seed_states(seed, lr) for lr in env.logical_ranks}
-        self._sharded = self._shard() if shard else None
-        self._exchange = (Exchange(self._params, self.placement, sharded=_EXCHANGES[exchange])
+        self._rng = {lr: rng.seed_states(options.seed, lr) for lr in env.logical_ranks}
+        self._sharded = self._shard() if options.shard else None
+        self._exchange = (Exchange(self._params, self.placement, sharded=EXCHANGES[options.exchange])
                           if env.logical_world_size > 1 and self._sharded is None else None)
         self._resume()
         self._swapper = rng.Swapper(self._rng)
@@ -194,7 +177,7 @@ class Job:
                                "use a plain DataLoader for evaluation)")
         passed, seed = dataloader_options(dataloader_args, seed)
         self._loader = Loader(self, dataset, batch_size, shuffle=shuffle,
-                              seed=self.seed if seed is None else seed, num_workers=num_workers,
+                              seed=self.options.seed if seed is None else seed, num_workers=num_workers,
                               collate_fn=collate_fn, pin_memory=pin_memory, **passed)
         return self._loader
 
@@ -262,9 +245,9 @@ class Job:
         logical rank's value is the same for any P, and so is the result, bit for bit. Collective
         while the loop runs (every worker calls it at the same point); after the loop it reads
         the values gathered when it ended."""
-        if name not in self._rank_template:
+        if name not in self.options.rank_counters:
             raise KeyError(f"job.rank_counters_reduce: {name!r} is not one of init(rank_counters=...)'s "
-                           f"names {sorted(self._rank_template)}")
+                           f"names {sorted(self.options.rank_counters)}")
         if how not in RANK_REDUCTIONS:
             raise ValueError(f"job.rank_counters_reduce: how={how!r} must be one of {list(RANK_REDUCTIONS)}")
         every = self._all_rank_counters()
@@ -364,7 +347,7 @@ class Job:
             self._warn_counted_in_loop(counted)
         # Draws after the loop (before the optimizer step, user code) come from the job's outside
         # stream again, not from the last hosted rank's: the same for every P and placement.
-        rng.seed_after_loop(self.seed, self.step)
+        rng.seed_after_loop(self.options.seed, self.step)
         swap.reseeded()
         if self._exchange is not None:
             self._agreed = self._exchange.reduce(self._local_flags(self.step + 1))
@@ -467,7 +450,7 @@ class Job:
         """Run the boundaries of the steps up to ``end`` (exclusive), yielding each step."""
         while self.step < end:
             self._boundary()
-            rng.seed_outside(self.seed, self.step)
+            rng.seed_outside(self.options.seed, self.step)
             self._swapper.reseeded()
             yield self.step
             self._check_loop_ended()
@@ -478,21 +461,21 @@ class Job:
         if self._sharded is not None:
             self._finish_sharded()
             return
-        if self._rank_template:
+        if self.options.rank_counters:
             self._ended_counters = self._all_rank_counters()  # for the epilogue, the group closes now
-        if self.final_checkpoint:
+        if self.options.final_checkpoint:
             self._checkpoint_agreed()
-        elif self.check_every is not None:
+        elif self.options.check_every is not None:
             self.check_replicas()
         self._write_status("finished", force=True)
         self._close(finished=True)
 
     def _finish_sharded(self) -> None:
-        if self._rank_template:
+        if self.options.rank_counters:
             self._ended_counters = self._all_rank_counters()
-        if self.final_checkpoint:
+        if self.options.final_checkpoint:
             self._checkpoint_agreed()
-        elif self.check_every is not None:
+        elif self.options.check_every is not None:
             self.check_replicas()
         assert self._sharded is not None
         self._sharded.unshard()  # the epilogue gets the whole model (collective: before the group closes)
@@ -505,7 +488,7 @@ class Job:
         flags = STOP if signals.requested() or (stop_file is not None and stop_file.exists()) else 0
         if self.env.rank == 0 and self.store is not None:
             since = self._clock() - self._last_ckpt_clock
-            if self.interval.due(boundary - self._last_ckpt_step, since, self._cost):
+            if self.options.interval.due(boundary - self._last_ckpt_step, since, self._cost):
                 flags |= CHECKPOINT
         return flags
 
@@ -522,8 +505,8 @@ class Job:
             gc.freeze()  # interpreter teardown then skips collecting torch's object graph: ~1.5 s faster
             raise SystemExit(PREEMPTED_EXIT_CODE)
         if checkpoint:
-            self._checkpoint_agreed(background=self.background)
-        elif self.check_every is not None and self.step % self.check_every == 0:
+            self._checkpoint_agreed(background=self.options.background)
+        elif self.options.check_every is not None and self.step % self.options.check_every == 0:
             self.check_replicas()
 
     def check_replicas(self) -> None:
@@ -561,7 +544,7 @@ class Job:
         last checkpoint stays the newest. Either way the job then fails with DivergenceError
         naming the tensors: the executor restarts it from the last agreed state.
         """
-        found = self._divergence() if self.check_every is not None else None
+        found = self._divergence() if self.options.check_every is not None else None
         if found is None:
             self._checkpoint(background=background)
             return
@@ -752,7 +735,8 @@ class Job:
             self._sharded.load(state["sharded"], self._sharded_optimizer())
         self.counters.update(state["counters"])
         saved = state.get("rank_counters") or {}
-        self._rank_counters = {lr: dict(self._rank_template, **saved.get(lr, {})) for lr in self.env.logical_ranks}
+        start = self.options.rank_counters
+        self._rank_counters = {lr: dict(start, **saved.get(lr, {})) for lr in self.env.logical_ranks}
         for p, g in zip(self._params, state.get("grads") or [], strict=False):
             p.grad = None if g is None else g.to(p.device)
         self._grads_pending = "grads" in state
@@ -971,10 +955,13 @@ def init(
     all give the same bits. ``shard``: shard the (one) tracked model's parameters, gradients and
     optimizer state by logical rank (ZeRO-3 style, stint.torch.sharded); the same bits on any P.
     """
-    env = read_env(logical_world_size=logical_world_size, ckpt_dir=ckpt_dir)
-    return Job(env, tracked, seed=seed, interval=interval, keep=keep, final_checkpoint=final_checkpoint,
-               background=background, counters=counters, rank_counters=rank_counters,
-               check_every=check_every, exchange=exchange, shard=shard)
+    options = JobOptions(seed=seed, logical_world_size=logical_world_size, ckpt_dir=ckpt_dir,
+                         interval=Interval() if interval is None else interval, keep=keep,
+                         final_checkpoint=final_checkpoint, background=background,
+                         rank_counters=dict(rank_counters or {}), check_every=check_every, exchange=exchange,
+                         shard=shard)
+    env = read_env(logical_world_size=options.logical_world_size, ckpt_dir=options.ckpt_dir)
+    return Job(env, tracked, options, counters=counters)
 
 
 def rendezvous_store(addr: str, port: int, world_size: int, is_master: bool,
