@@ -13,7 +13,7 @@ import os
 import pwd
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -67,7 +67,7 @@ from stint.runtime.store import (
     write_token_file,
 )
 from stint.runtime.tables import Job
-from stint.runtime.view import worker_counts
+from stint.runtime.view import PS_CPUS, PS_MEM_GB, worker_counts
 
 log = logging.getLogger(__name__)
 LOG_CHUNK = 256 * 1024
@@ -153,7 +153,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=201)
     def submit(body: JobIn, who: Who) -> JobOut:
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                          nodes.hosts())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         job = store.add_job(spec, who, settings.clock(),
                             check=lambda usage: _check_limits(spec, usage, limits, key))
@@ -164,7 +165,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
         """Whether the job would fit and when, from a forecast with it added; not stored."""
         from stint.runtime.whatif import infeasible, out_of, what_if
 
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                          nodes.hosts())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         try:
             _check_limits(spec, store.live_usage(who.user_id), limits, key)
@@ -177,7 +179,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
 
     @app.post("/v1/arrays", status_code=201)
     def submit_array(body: ArrayIn, who: Who) -> ArrayOut:
-        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+        spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                          nodes.hosts())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
         indices = body.indices()
         ids = store.add_array(spec, who, settings.clock(), indices, body.array_parallel,
@@ -391,6 +394,13 @@ class _NodeCache:
         self._names: dict[str, list[str]] = {}  # by cluster ("" for a single cluster)
         self._cluster_gpus: dict[str, int] = {}
         self._type_gpus: dict[str, int] | None = None
+        self._hosts: list[tuple[str, float, float]] | None = None
+
+    def hosts(self) -> list[tuple[str, float, float]]:
+        """Each node's role, CPU cores and memory (GiB)."""
+        if self._hosts is None:
+            self._hosts = [(n.role, n.cpus, n.mem_gb) for n in self._store.nodes()]
+        return self._hosts
 
     def gpus(self) -> dict[str, int]:
         if not self._gpus:
@@ -531,9 +541,37 @@ def _check_bounds(spec: NewJob, limits: UserLimits, key: str) -> None:
                                 f"yours may have: {shown(most)} ({key}.{limit_key})")
 
 
+def _check_ps(body: JobIn, hosts: Sequence[tuple[str, float, float]]) -> None:
+    """A parameter-server job's fields: the PS count within its bounds, PS-only fields only
+    with ``ps``, and a node that can host one PS (role "ps" or "any", its cores and memory)."""
+    extra = [f for f in ("min_ps", "max_ps", "ps_cpus", "ps_mem_gb") if getattr(body, f) is not None]
+    if body.ps is None:
+        if extra:
+            raise unprocessable(extra[0], f"{extra[0]} is for a parameter-server job: give ps too")
+        return
+    lo = body.min_ps if body.min_ps is not None else body.ps
+    hi = body.max_ps if body.max_ps is not None else body.ps
+    if lo > hi:
+        raise unprocessable("min_ps", f"min_ps ({lo}) must be <= max_ps ({hi})")
+    if not lo <= body.ps <= hi:
+        raise unprocessable("ps", f"ps ({body.ps}) must lie in min_ps..max_ps ({lo}..{hi})")
+    capable = [(c, m) for role, c, m in hosts if role in ("ps", "any")]
+    if hosts and not capable:
+        raise unprocessable("ps", "the cluster has no node that hosts parameter servers (role "
+                            "\"ps\" or \"any\"); submit the job without --ps")
+    cpus, mem = body.ps_cpus or PS_CPUS, body.ps_mem_gb or PS_MEM_GB
+    if capable and not any(cpus <= c and mem <= m for c, m in capable):
+        field = "ps_cpus" if not any(cpus <= c for c, _ in capable) else "ps_mem_gb"
+        raise unprocessable(field, f"no node that hosts parameter servers has {cpus:g} cores "
+                            f"and {mem:g} GiB for one (the most: "
+                            f"{max(c for c, _ in capable):g} cores, {max(m for _, m in capable):g} GiB)")
+
+
 def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None,
-               type_gpus: dict[str, int] | None = None) -> NewJob:
+               type_gpus: dict[str, int] | None = None,
+               hosts: Sequence[tuple[str, float, float]] = ()) -> NewJob:
     """Cross-field and cluster checks of a submission; a 422 names the offending field."""
+    _check_ps(body, hosts)
     gpus, lo, hi = body.bounds()
     if lo > hi:
         raise unprocessable("min_gpus", f"min_gpus ({lo}) must be <= max_gpus ({hi})")
@@ -557,28 +595,36 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
                   deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
-                  logical_ranks=body.logical_ranks, ps_count=body.ps, os_user=os_user, cwd=body.cwd,
+                  logical_ranks=body.logical_ranks, ps_count=body.ps, min_ps=body.min_ps,
+                  max_ps=body.max_ps, ps_cpus=body.ps_cpus, ps_mem_gb=body.ps_mem_gb,
+                  os_user=os_user, cwd=body.cwd,
                   env=dict(body.env), memory_max=body.memory_max, pids_max=body.pids_max,
                   time_limit_s=body.time_limit_s, hang_s=body.hang_s,
                   max_retries=body.max_retries, gpu_types=tuple(dict.fromkeys(body.gpu_types)))
 
 
 def _nodes(store: Store, who: Caller) -> list[NodeOut]:
-    """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
-    admin)."""
+    """Every node's used and free GPUs and the parameter servers on it; the job ids on it
+    (workers or PSs) are the caller's only (all for an admin)."""
     rows = store.nodes()
     used = {(n.cluster, n.position): 0 for n in rows}
+    servers = dict.fromkeys(used, 0)
     jobs: dict[tuple[str, int], list[int]] = {(n.cluster, n.position): [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
-        for node, count in load_alloc(job.allocation).workers:
+        alloc = load_alloc(job.allocation)
+        for node, count in (*alloc.workers, *((n, 0) for n, _ in alloc.ps)):
             key = (job.cluster or "", node)
             used[key] = used.get(key, 0) + count
-            if who.is_admin or job.user_id == who.user_id:
+            if (who.is_admin or job.user_id == who.user_id) and job.id not in jobs.get(key, []):
                 jobs.setdefault(key, []).append(job.id)
+        for node, count in alloc.ps:
+            key = (job.cluster or "", node)
+            servers[key] = servers.get(key, 0) + count
     return [NodeOut(name=n.name, gpus=n.gpus, used=used[(n.cluster, n.position)],
                     free=n.gpus - used[(n.cluster, n.position)], state=n.state,
                     jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region,
-                    gpu_type=n.gpu_type)
+                    gpu_type=n.gpu_type, role=n.role, cpus=n.cpus, mem_gb=n.mem_gb,
+                    ps=servers[(n.cluster, n.position)])
             for n in rows]
 
 

@@ -66,8 +66,15 @@ class JobIn(BaseModel):
     total_steps: int | None = Field(default=None, ge=1, le=MAX_ID)
     # The SDK's logical ranks (default ``max_gpus``): the job runs on their divisors only.
     logical_ranks: int | None = Field(default=None, ge=1, le=4096)
-    # Parameter servers of a stint.torch.ps job (its worker 0 starts them: STINT_PS_COUNT).
+    # Parameter servers of a stint.torch.ps job at ``gpus`` workers, the counts it may run with
+    # (both default to ``ps``), and one PS's CPU cores and memory (GiB; default 1 and 1). A
+    # plan that places them (OASiS, on a cluster with nodes of role "ps") has them launched
+    # there; otherwise its worker 0 starts ``ps`` of them (STINT_PS_COUNT).
     ps: int | None = Field(default=None, ge=1, le=256)
+    min_ps: int | None = Field(default=None, ge=1, le=256)
+    max_ps: int | None = Field(default=None, ge=1, le=256)
+    ps_cpus: float | None = Field(default=None, gt=0.0, le=1e6, allow_inf_nan=False)
+    ps_mem_gb: float | None = Field(default=None, gt=0.0, le=1e9, allow_inf_nan=False)
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
                                                                      max_length=256)
@@ -397,6 +404,10 @@ class NodeOut(BaseModel):
     cluster: str = ""  # in a fleet (else "")
     region: str = ""
     gpu_type: str = ""  # its accelerators' type ("": untyped)
+    role: str = "any"  # what it hosts: "any", "worker" or "ps"
+    cpus: float = 0.0  # its CPU cores and memory (GiB), which parameter servers are placed by
+    mem_gb: float = 0.0
+    ps: int = 0  # parameter servers on it
 
 
 def live_attainment(job: Job, now: float) -> float | None:
