@@ -35,8 +35,9 @@ k80 = 0.35
 Groups of one type may repeat (their nodes are one type). Nodes are named ``<type>-<i>``, numbered
 per type from 0, in file order. Without ``gpu_type`` in any group the cluster is untyped and its
 nodes are ``node-<i>``, numbered from 0 in file order. A group of role "ps" may have
-``gpus_per_node = 0`` (CPU-only parameter-server hosts; it then needs ``cpus_per_node`` and ``mem_gb_per_node``). ``parse_cluster`` checks every key and value and names the file,
-line and key of anything wrong (``ClusterFileError``).
+``gpus_per_node = 0`` (CPU-only parameter-server hosts; it then needs ``cpus_per_node`` and
+``mem_gb_per_node``). ``parse_cluster`` checks every key and value and names the file, line and
+key of anything wrong (``ClusterFileError``).
 """
 
 from __future__ import annotations
