@@ -819,7 +819,7 @@ class Controller:
                      _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
             self._apply_action(step, jobs[int(a.job_id)], a)
             s.add(Decision(job_id=int(a.job_id), at=now, kind=str(a.kind),
-                           workers=a.after.num_workers))
+                           workers=a.after.num_workers, ps=a.after.num_ps))
             report.actions.append(a)
         free = sum(f for n, f in enumerate(mech.ledger.free_gpus) if n not in mech.ledger.down)
         started = {a.job_id for a in staged.actions}

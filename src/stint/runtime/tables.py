@@ -240,8 +240,8 @@ class Attempt(Base):
 
 class Decision(Base):
     """One action of a plan the controller accepted (``reconcile.Action``: kind, job, the worker
-    count after it), in the order it enacted them (``id``); ``stint replay`` compares them with
-    the simulator's."""
+    and parameter-server counts after it), in the order it enacted them (``id``); ``stint
+    replay`` compares them with the simulator's."""
 
     __tablename__ = "decisions"
 
@@ -250,3 +250,4 @@ class Decision(Base):
     at: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(16))
     workers: Mapped[int] = mapped_column(Integer)
+    ps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -1,5 +1,5 @@
 """Parameter servers placed by the plan: a node's role, CPU cores and memory; a job's PS count
-bounds and one PS's CPU cores and memory.
+bounds and one PS's CPU cores and memory; a decision's PS count.
 
 Revision ID: 0012
 Revises: 0010
@@ -24,9 +24,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column("max_ps", sa.Integer, nullable=True))
         batch.add_column(sa.Column("ps_cpus", sa.Float, nullable=True))
         batch.add_column(sa.Column("ps_mem_gb", sa.Float, nullable=True))
+    with op.batch_alter_table("decisions") as batch:
+        batch.add_column(sa.Column("ps", sa.Integer, nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("decisions") as batch:
+        batch.drop_column("ps")
     with op.batch_alter_table("jobs") as batch:
         for name in ("ps_mem_gb", "ps_cpus", "max_ps", "min_ps"):
             batch.drop_column(name)
