@@ -45,6 +45,7 @@ from stint.runtime.schemas import (
     LogsOut,
     MigrateIn,
     NodeOut,
+    PlanStepOut,
     ProgressOut,
     ResizeIn,
     TokenIn,
@@ -230,7 +231,8 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     def show(job_id: JobId, who: Who) -> JobDetail:
         job = own_job(job_id, who)
         trans = [TransitionOut.of(t) for t in store.transitions(job_id)]
-        return JobDetail(**out(job, who).model_dump(), transitions=trans)
+        plan = [PlanStepOut.of(d) for d in store.decisions(job_id)]
+        return JobDetail(**out(job, who).model_dump(), transitions=trans, plan=plan)
 
     @app.get("/v1/jobs/{job_id}/logs")
     def logs(job_id: JobId, who: Who,

@@ -482,7 +482,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "submitted_at", "first_start_at", "finished_at",
                 "attempt", "allocation", "failures", "preemptions", "exit_code", "attained_gpu_s",
-                "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
+                "pin_workers", "pin_node", "worker_counts", "ps", "ps_allocation", "target",
+                "decision", "attainment",
                 "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
                 "copy_bytes", "copy_s", "retry_at", "run_s"):
         shown = _shown(key, row[key], now)
@@ -497,6 +498,9 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
                f"{'none' if ckpt is None else f'step {ckpt}'})")
     t0 = row["submitted_at"]
+    if any(p["ps"] for p in row.get("plan", [])):  # a PS job's plan: each slot's counts
+        _table(["+SECONDS", "PLAN", "WORKERS", "PS"], [
+            [f'{p["at"] - t0:.2f}', p["kind"], p["workers"], p["ps"]] for p in row["plan"]])
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
         [f'{t["at"] - t0:.2f}', t["src"] or "-", t["dst"], t["attempt"], t["reason"]]
         for t in row["transitions"]])
@@ -522,7 +526,7 @@ def _shown(key: str, value: Any, now: float) -> str:
         return f"{value:.3f}"
     if key == "command":
         return shlex.join(value)
-    if key in ("allocation", "target"):
+    if key in ("allocation", "target", "ps_allocation"):
         return ", ".join(f"{node} x{n}" for node, n in value.items())
     return str(value)
 

@@ -33,7 +33,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
 from stint.runtime.states import SUBMITTED, TERMINAL, JobState, check_transition
-from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
+from stint.runtime.tables import (
+    Decision,
+    Job,
+    NodeRow,
+    Override,
+    StoreMeta,
+    Token,
+    Transition,
+    User,
+)
 from stint.runtime.usage import Check, UsageBook
 
 ADMIN_NAME = "admin"
@@ -575,6 +584,12 @@ class Store:
     def user_names(self) -> dict[int, str]:
         with self.read() as s:
             return {uid: name for uid, name in s.execute(select(User.id, User.name))}
+
+    def decisions(self, job_id: int) -> list[Decision]:
+        """The plan's actions the controller enacted for the job, in order."""
+        with self.read() as s:
+            q = select(Decision).where(Decision.job_id == job_id).order_by(Decision.id)
+            return list(s.scalars(q))
 
     def transitions(self, job_id: int) -> list[Transition]:
         with self.read() as s:
