@@ -551,8 +551,8 @@ def _check_ps(body: JobIn, hosts: Sequence[tuple[str, float, float]]) -> None:
         if extra:
             raise unprocessable(extra[0], f"{extra[0]} is for a parameter-server job: give ps too")
         return
-    lo = body.min_ps if body.min_ps is not None else body.ps
-    hi = body.max_ps if body.max_ps is not None else body.ps
+    lo = body.min_ps if body.min_ps is not None else min(body.ps, body.max_ps or body.ps)
+    hi = body.max_ps if body.max_ps is not None else max(body.ps, lo)
     if lo > hi:
         raise unprocessable("min_ps", f"min_ps ({lo}) must be <= max_ps ({hi})")
     if not lo <= body.ps <= hi:
@@ -562,11 +562,12 @@ def _check_ps(body: JobIn, hosts: Sequence[tuple[str, float, float]]) -> None:
         raise unprocessable("ps", "the cluster has no node that hosts parameter servers (role "
                             "\"ps\" or \"any\"); submit the job without --ps")
     cpus, mem = body.ps_cpus or PS_CPUS, body.ps_mem_gb or PS_MEM_GB
-    if capable and not any(cpus <= c and mem <= m for c, m in capable):
+    stated = [(c, m) for c, m in capable if c or m]  # (a node recorded without them: any)
+    if stated and len(stated) == len(capable) and not any(cpus <= c and mem <= m for c, m in stated):
         field = "ps_cpus" if not any(cpus <= c for c, _ in capable) else "ps_mem_gb"
         raise unprocessable(field, f"no node that hosts parameter servers has {cpus:g} cores "
                             f"and {mem:g} GiB for one (the most: "
-                            f"{max(c for c, _ in capable):g} cores, {max(m for _, m in capable):g} GiB)")
+                            f"{max(c for c, _ in stated):g} cores, {max(m for _, m in stated):g} GiB)")
 
 
 def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None,
