@@ -40,7 +40,7 @@ def test_ps_job_resized_under_serve_ends_with_the_fixed_size_digest(tmp_path: Pa
                             "--logical-ranks", "2", "--ps", "2",
                             "--env", f"PYTHONPATH={ROOT / 'src'}",  # this tree's stint.torch
                             "--", sys.executable, PS_CNN,
-                            "--steps", str(steps), "--sleep", "0.3", "--log-every", "5"))
+                            "--steps", str(steps), "--sleep", "0.2", "--log-every", "5"))
         log_path = serve.jobs_dir / str(job) / "log.txt"
         wait_for(lambda: log_path.exists() and "step 5 digest" in log_path.read_text(), 180,
                  "training")
@@ -72,7 +72,7 @@ role = "ps"
 cpus_per_node = 2
 mem_gb_per_node = 4
 """
-STEPS = 30
+STEPS = 40
 
 
 def _ps_job(serve: ServeProc, priority: float, est_s: float, *extra: str) -> int:
@@ -81,7 +81,7 @@ def _ps_job(serve: ServeProc, priority: float, est_s: float, *extra: str) -> int
                          "--ps-cpus", "1", "--ps-mem-gb", "1", "--priority", str(priority),
                          "--est-s", str(est_s), *extra,
                          "--env", f"PYTHONPATH={ROOT / 'src'}",  # this tree's stint.torch
-                         "--", sys.executable, PS_CNN, "--steps", str(STEPS), "--sleep", "0.3"))
+                         "--", sys.executable, PS_CNN, "--steps", str(STEPS), "--sleep", "0.2"))
 
 
 def _counts(store: Store, job: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -97,6 +97,7 @@ def _counts(store: Store, job: int) -> list[tuple[tuple[int, int], tuple[int, in
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # slots of 20 s: a PS job's restart (four processes) takes several
 def test_oasis_ps_jobs_change_worker_and_ps_counts_at_slot_boundaries(tmp_path: Path) -> None:
     reference = subprocess.run(
         [sys.executable, "-m", "stint.torch.ps", "--workers", "1", "--ps", "1", "--logical", "2",
@@ -105,14 +106,14 @@ def test_oasis_ps_jobs_change_worker_and_ps_counts_at_slot_boundaries(tmp_path: 
     (tmp_path / "cluster.toml").write_text(CLUSTER)
     db = f"sqlite:///{tmp_path / 'stint.db'}"
     serve = ServeProc(tmp_path / "data", db, "--cluster", str(tmp_path / "cluster.toml"),
-                      "--policy", "oasis", "--policy-opt", "slot_s=10",
+                      "--policy", "oasis", "--policy-opt", "slot_s=20",
                       "--policy-opt", "restart_s=0", "--grace", "30")
     serve.start()
     try:
-        ids = [_ps_job(serve, 3.0, 16), _ps_job(serve, 1.0, 16),
+        ids = [_ps_job(serve, 3.0, 30), _ps_job(serve, 1.0, 30),
                _ps_job(serve, 1.0, 100, "--deadline", "1")]  # worth nothing after 1 s
         with serve.client() as c:
-            wait_for(lambda: all(c.show(j)["state"] in ENDED for j in ids), 240, "every job to end")
+            wait_for(lambda: all(c.show(j)["state"] in ENDED for j in ids), 480, "every job to end")
             details: list[dict[str, Any]] = [c.show(j) for j in ids]
         shown = serve.cli("show", str(ids[0]))
         nodes = serve.cli("nodes")
