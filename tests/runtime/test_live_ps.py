@@ -72,7 +72,7 @@ role = "ps"
 cpus_per_node = 2
 mem_gb_per_node = 4
 """
-STEPS = 40
+STEPS = 30
 
 
 def _ps_job(serve: ServeProc, priority: float, est_s: float, *extra: str) -> int:
