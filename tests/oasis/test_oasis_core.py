@@ -145,3 +145,13 @@ def test_job_that_cannot_fit_is_rejected():
     wh = hosts([[1.0, 1.0]])
     big = DPJob(0, 2, 1, 1.0, None, np.array([2.0, 0.5]), None, np.full(4, 100.0))
     assert best_schedule(big, wh, None, 4) is None
+
+
+def test_a_jobs_ps_bounds_hold_the_ps_count_for_every_worker_count() -> None:
+    from stint.policies.oasis_core import DPJob
+
+    free = DPJob(0, 4, 4, 1.0, 0.5, np.ones(4), np.ones(4), np.ones(4), (1, 2, 3, 4))
+    bounded = DPJob(0, 4, 4, 1.0, 0.5, np.ones(4), np.ones(4), np.ones(4), (1, 2, 3, 4), 2, 2)
+    y = np.arange(5)
+    assert free.ps_for(y).tolist() == [0, 1, 1, 2, 2]  # ceil(y b/B), at most y
+    assert bounded.ps_for(y).tolist() == [0, 2, 2, 2, 2]  # none without workers

@@ -183,11 +183,65 @@ def test_a_parameter_server_job_keeps_its_server_count(api: TestClient, store: S
     job = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2, "ps": 3}, headers=h).json()
     assert job["ps"] == 3 and api.get(f"/v1/jobs/{job['id']}", headers=h).json()["ps"] == 3
     row = store.get_job(job["id"])
-    assert row is not None and _task_env(row)["STINT_PS_COUNT"] == "3"  # worker 0 starts them
+    assert row is not None and _task_env(row, 2, 0)["STINT_PS_COUNT"] == "3"  # worker 0 starts them
+    placed = _task_env(row, 2, 1)  # the plan placed one PS: the counts are the plan's
+    assert (placed["STINT_PS_COUNT"], placed["STINT_WORLD_SIZE"]) == ("1", "2")
     plain = api.post("/v1/jobs", json={"command": ["x"]}, headers=h).json()
     assert plain["ps"] is None
     r = api.post("/v1/jobs", json={"command": ["x"], "ps": 0}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ps"]
+
+
+@pytest.mark.parametrize("extra,field,what", [
+    ({"ps": 2, "min_ps": 3, "max_ps": 2}, "min_ps", "min_ps (3) must be <= max_ps (2)"),
+    ({"ps": 3, "max_ps": 2}, "ps", "ps (3) must lie in min_ps..max_ps"),
+    ({"min_ps": 1}, "min_ps", "give ps too"),
+    ({"ps": 1, "ps_cpus": 64}, "ps_cpus", "no node that hosts parameter servers has 64 cores"),
+    ({"ps": 1, "ps_mem_gb": 512}, "ps_mem_gb", "the most: 16 cores, 128 GiB"),
+])
+def test_bad_parameter_server_fields_are_refused_naming_the_field(
+        store: Store, tmp_path: Path, admin: str, extra: dict[str, object], field: str,
+        what: str) -> None:
+    store.set_nodes([("node-0", 2), ("node-1", 2)], hosts=[("any", 16.0, 128.0)] * 2)
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs")))
+    r = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2, **extra}, headers=auth(admin))
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", field], r.text
+    assert what in r.json()["detail"][0]["msg"]
+
+
+def test_a_ps_job_on_a_cluster_without_ps_hosts_is_refused(store: Store, admin: str,
+                                                           tmp_path: Path) -> None:
+    store.set_nodes([("node-0", 2)], hosts=[("worker", 16.0, 128.0)])
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs")))
+    r = api.post("/v1/jobs", json={"command": ["x"], "ps": 1}, headers=auth(admin))
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ps"]
+    assert "no node that hosts parameter servers" in r.text
+    assert api.post("/v1/jobs", json={"command": ["x"]}, headers=auth(admin)).status_code == 201
+
+
+def test_nodes_and_jobs_show_where_parameter_servers_are(store: Store, admin: str,
+                                                         tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from stint.model.allocation import Allocation
+    from stint.runtime.store import dump_alloc, load_alloc
+    from stint.runtime.tables import Job
+
+    store.set_nodes([("node-0", 2), ("ps-0", 0)], hosts=[("worker", 16.0, 128.0), ("ps", 4.0, 8.0)])
+    api = TestClient(create_app(store, ApiSettings(jobs_dir=tmp_path / "jobs")))
+    h = auth(admin)
+    job = api.post("/v1/jobs", json={"command": ["x"], "gpus": 2, "ps": 2, "min_ps": 1,
+                                     "ps_cpus": 2, "ps_mem_gb": 4}, headers=h).json()
+    assert (job["ps"], job["min_ps"], job["max_ps"], job["ps_cpus"]) == (2, 1, None, 2.0)
+    alloc = Allocation.of({0: 2}, {1: 2})
+    assert load_alloc(dump_alloc(alloc)) == alloc and load_alloc("[[0, 2]]") == Allocation.of({0: 2})
+    with store.session() as s:  # as the controller writes it
+        s.execute(update(Job).values(state="running", allocation=dump_alloc(alloc)))
+    nodes = api.get("/v1/nodes", headers=h).json()
+    assert [(n["role"], n["cpus"], n["used"], n["ps"], n["jobs"]) for n in nodes] == [
+        ("worker", 16.0, 2, 0, [job["id"]]), ("ps", 4.0, 0, 2, [job["id"]])]
+    shown = api.get(f"/v1/jobs/{job['id']}", headers=h).json()
+    assert shown["allocation"] == {"node-0": 2} and shown["ps_allocation"] == {"ps-0": 2}
 
 
 def test_nodes_show_a_user_only_their_own_jobs(api: TestClient, store: Store, admin: str) -> None:

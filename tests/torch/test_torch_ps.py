@@ -130,3 +130,14 @@ def test_async_mode_trains_stops_at_one_round_and_resumes(tmp_path: Path) -> Non
     assert m is not None and 2 <= m["round"] < steps
     code, second = _run(1, 3, "--mode", "async", "--steps", str(steps), ckpt=ck)
     assert code == 0 and f"done step {steps} digest" in second
+
+
+def test_a_stop_file_asks_for_a_stop_before_any_signal(tmp_path: Path) -> None:
+    # A stop requested while the process is still starting reaches it by the file only (its
+    # supervisor signals a ready worker); without it the request waits out the grace period.
+    stop = tmp_path / "stop-3"
+    env = ps.read_ps_env({"STINT_ROLE": "ps", "STINT_PS_COUNT": "2", "STINT_PS_RANK": "1",
+                          "STINT_STOP_FILE": str(stop)}, None, None)
+    assert env.stop_file == stop and not env.stop_asked()
+    stop.touch()
+    assert env.stop_asked()

@@ -28,7 +28,11 @@ def test_groups_become_typed_nodes_named_per_type() -> None:
     ('[[group]]\ngpu_type = "a"\nnodes = 0\ngpus_per_node = 4\n', "c.toml:3:", "nodes must be a whole number >= 1"),
     (('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\n\n[[group]]\ngpu_type = "b"\nnodes = 1\n'
       'gpus = 4\n'), "c.toml:9:", "group 2: unknown key 'gpus'"),
-    ('[[group]]\nnodes = 1\ngpus_per_node = 4\n', "c.toml:1:", "group 1: missing 'gpu_type'"),
+    ('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\n[[group]]\nnodes = 1\ngpus_per_node = 4\n',
+     "c.toml:5:", "group 2: missing 'gpu_type'"),
+    ('[[group]]\nnodes = 1\ngpus_per_node = 0\n', "c.toml:3:", "gpus_per_node must be a whole number >= 1"),
+    ('[[group]]\nnodes = 1\ngpus_per_node = 0\nrole = "ps"\ncpus_per_node = 4\n', "c.toml:3:",
+     "needs cpus_per_node and mem_gb_per_node"),
     ('[[group]]\ngpu_type = "a b"\nnodes = 1\ngpus_per_node = 4\n', "c.toml:2:", "gpu_type must be a name"),
     ('[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\nspeed = -1\n', "c.toml:5:", "speed must be a positive"),
     ('nodes = 3\n[[group]]\ngpu_type = "a"\nnodes = 1\ngpus_per_node = 4\n', "c.toml:1:", "unknown key 'nodes'"),
@@ -78,3 +82,14 @@ def test_a_group_role_makes_a_ps_host_group() -> None:
     assert parse_cluster(text.replace('role = "worker"\n', ''), "c.toml").cluster().nodes[0].role == "any"
     with pytest.raises(ClusterFileError, match=r"^c.toml:5: group 1: role must be one of any, worker, ps"):
         parse_cluster(text.replace('"worker"', '"server"'), "c.toml")
+
+
+def test_an_untyped_cluster_file_with_cpu_only_ps_hosts() -> None:
+    text = ('[[group]]\nnodes = 2\ngpus_per_node = 2\n'
+            '[[group]]\nnodes = 1\ngpus_per_node = 0\nrole = "ps"\ncpus_per_node = 4\nmem_gb_per_node = 8\n')
+    cluster = parse_cluster(text, "c.toml").cluster()
+    assert [n.name for n in cluster.nodes] == ["node-0", "node-1", "node-2"]
+    assert not cluster.typed
+    assert [n.role for n in cluster.nodes] == ["any", "any", "ps"]
+    assert cluster.nodes[2].capacity.as_tuple()[:3] == (0, 4.0, 8.0)
+    assert cluster.nodes[0].capacity.cpu == 16.0  # the default: 8 cores per GPU

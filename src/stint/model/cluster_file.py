@@ -22,9 +22,10 @@ nodes = 2
 gpus_per_node = 1
 role = "ps"           # optional: "ps" hosts parameter servers only, "worker" workers only,
                       # "any" both [default: "any"]; with a "ps" group, PSs run there alone
-                      # (read by the parameter-server policies in `stint sim`: oasis,
-                      # fifo-fixed, drf-ps, rrh, dorm; the others place workers on any node;
-                      # `stint serve` registers each node's GPUs only)
+                      # (read by the parameter-server policies: oasis, fifo-fixed, drf-ps,
+                      # rrh, dorm; the others place workers on any node)
+cpus_per_node = 16    # optional: CPU cores and memory (GiB) of each node, which parameter
+mem_gb_per_node = 64  # servers are placed by [default: 8 cores and 64 GiB per GPU]
 
 [speeds.cifar10]      # optional: one application's throughput per type, relative to the
 v100 = 1.0            # type its work is measured on (perf.types)
@@ -32,8 +33,11 @@ k80 = 0.35
 ```
 
 Groups of one type may repeat (their nodes are one type). Nodes are named ``<type>-<i>``, numbered
-per type from 0, in file order. ``parse_cluster`` checks every key and value and names the file,
-line and key of anything wrong (``ClusterFileError``).
+per type from 0, in file order. Without ``gpu_type`` in any group the cluster is untyped and its
+nodes are ``node-<i>``, numbered from 0 in file order. A group of role "ps" may have
+``gpus_per_node = 0`` (CPU-only parameter-server hosts; it then needs ``cpus_per_node`` and
+``mem_gb_per_node``). ``parse_cluster`` checks every key and value and names the file, line and
+key of anything wrong (``ClusterFileError``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ from stint.model.cluster import Cluster, Node
 from stint.model.limits import MAX_CLUSTER_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, above
 from stint.model.resources import Resources
 
-GROUP_KEYS = ("gpu_type", "nodes", "gpus_per_node", "speed", "role")
+GROUP_KEYS = ("gpu_type", "nodes", "gpus_per_node", "speed", "role", "cpus_per_node",
+              "mem_gb_per_node")
 ROLES = ("any", "worker", "ps")
 TOP_KEYS = ("throughputs", "group", "speeds")
 _TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -64,6 +69,8 @@ class ClusterGroup:
     gpus_per_node: int
     speed: float = 1.0
     role: str = "any"  # what its nodes host: "any", "worker" or "ps" (``Node.role``)
+    cpus_per_node: float | None = None  # None: the cluster's default per GPU
+    mem_gb_per_node: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +91,13 @@ class ClusterFile:
         nodes: list[Node] = []
         count: dict[str, int] = {}
         for g in self.groups:
-            cap = Resources(gpu=g.gpus_per_node, cpu=cpu_per_gpu * g.gpus_per_node,
-                            mem_gb=mem_gb_per_gpu * g.gpus_per_node, net_gbps=net_gbps)
+            cpus = g.cpus_per_node if g.cpus_per_node is not None else cpu_per_gpu * g.gpus_per_node
+            mem = g.mem_gb_per_node if g.mem_gb_per_node is not None else mem_gb_per_gpu * g.gpus_per_node
+            cap = Resources(gpu=g.gpus_per_node, cpu=cpus, mem_gb=mem, net_gbps=net_gbps)
             for _ in range(g.nodes):
                 i = count.get(g.gpu_type, 0)
                 count[g.gpu_type] = i + 1
-                nodes.append(Node(f"{g.gpu_type}-{i}", cap, g.role, g.gpu_type))
+                nodes.append(Node(f"{g.gpu_type or 'node'}-{i}", cap, g.role, g.gpu_type))
         return Cluster(tuple(nodes))
 
 
@@ -108,6 +116,10 @@ def parse_cluster(text: str, source: str) -> ClusterFile:
         raise ClusterFileError(f"{source}: a cluster file needs at least one [[group]] "
                                "(gpu_type, nodes, gpus_per_node)")
     groups = tuple(_group(where, i, g) for i, g in enumerate(groups_raw))
+    if any(g.gpu_type for g in groups) and not all(g.gpu_type for g in groups):
+        i = next(i for i, g in enumerate(groups) if not g.gpu_type)
+        raise where.error("group", f"group {i + 1}: missing 'gpu_type' (every group names one, or "
+                          "none does: an untyped cluster)", "group", i)
     total = sum(g.nodes * g.gpus_per_node for g in groups)
     if why := above("the cluster's GPUs", total, MAX_CLUSTER_GPUS) or above(
             "the cluster's nodes", sum(g.nodes for g in groups), MAX_NODES):
@@ -124,29 +136,43 @@ def _group(where: _Where, i: int, g: object) -> ClusterGroup:
     for key in g:
         if key not in GROUP_KEYS:
             raise where.error(key, f"group {i + 1}: unknown key {key!r}; valid: {', '.join(GROUP_KEYS)}", "group", i)
-    for key in ("gpu_type", "nodes", "gpus_per_node"):
+    for key in ("nodes", "gpus_per_node"):
         if key not in g:
             raise where.error("group", f"group {i + 1}: missing {key!r}", "group", i)
-    t = g["gpu_type"]
-    if not isinstance(t, str) or not _TYPE_NAME.match(t):
+    t = g.get("gpu_type", "")
+    if "gpu_type" in g and (not isinstance(t, str) or not _TYPE_NAME.match(t)):
         raise where.error("gpu_type", f"group {i + 1}: gpu_type must be a name of letters, digits, "
                           f"'.', '_' or '-' (at most 64; got {t!r})", "group", i)
+    role = g.get("role", "any")
+    if role not in ROLES:
+        raise where.error("role", f"group {i + 1}: role must be one of {', '.join(ROLES)} "
+                          f"(got {role!r})", "group", i)
     counts = {}
     for key, maximum in (("nodes", MAX_NODES), ("gpus_per_node", MAX_GPUS_PER_NODE)):
         v = g[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise where.error(key, f"group {i + 1}: {key} must be a whole number >= 1 (got {v!r})", "group", i)
+        least = 0 if key == "gpus_per_node" and role == "ps" else 1
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise where.error(key, f"group {i + 1}: {key} must be a whole number >= {least} "
+                              f"(got {v!r})", "group", i)
         if why := above(key, v, maximum):
             raise where.error(key, f"group {i + 1}: {why}", "group", i)
         counts[key] = v
     speed = g.get("speed", 1.0)
     if not _positive(speed):
         raise where.error("speed", f"group {i + 1}: speed must be a positive number (got {speed!r})", "group", i)
-    role = g.get("role", "any")
-    if role not in ROLES:
-        raise where.error("role", f"group {i + 1}: role must be one of {', '.join(ROLES)} "
-                          f"(got {role!r})", "group", i)
-    return ClusterGroup(t, counts["nodes"], counts["gpus_per_node"], float(speed), role)
+    host: dict[str, float | None] = {}
+    for key in ("cpus_per_node", "mem_gb_per_node"):
+        v = g.get(key)
+        if v is not None and not _positive(v):
+            raise where.error(key, f"group {i + 1}: {key} must be a positive number (got {v!r})",
+                              "group", i)
+        host[key] = float(v) if v is not None else None
+    if counts["gpus_per_node"] == 0 and None in host.values():
+        raise where.error("gpus_per_node", f"group {i + 1}: a group without GPUs needs "
+                          "cpus_per_node and mem_gb_per_node (what its parameter servers use)",
+                          "group", i)
+    return ClusterGroup(t, counts["nodes"], counts["gpus_per_node"], float(speed), role,
+                        host["cpus_per_node"], host["mem_gb_per_node"])
 
 
 def _speeds(where: _Where, raw: object) -> dict[tuple[str, str], float]:

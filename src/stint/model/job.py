@@ -57,6 +57,10 @@ class JobSpec:
     # The accelerator types the job may run on (``stint submit --gpu-type a100,v100``); empty:
     # any. On a typed cluster it runs on one of them at a time (``placement.types``).
     gpu_types: tuple[str, ...] = ()
+    # The PS counts a parameter-server job may run with (``stint submit --min-ps/--max-ps``);
+    # 0: no bound (the policy's own rule, e.g. OASiS's ``ceil(y b/B)``, at most y).
+    min_ps: int = 0
+    max_ps: int = 0
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -72,6 +76,9 @@ class JobSpec:
             )
         if self.est_s is not None and not self.est_s > 0:
             raise ValueError(f"job {self.job_id}: est_s must be positive (got {self.est_s})")
+        if self.min_ps < 0 or self.max_ps < 0 or (self.max_ps and self.min_ps > self.max_ps):
+            raise ValueError(f"job {self.job_id}: need 0 <= min_ps <= max_ps (got {self.min_ps}, "
+                             f"{self.max_ps})")
         counts = self.worker_counts
         if counts and (list(counts) != sorted(set(counts)) or counts[0] < self.min_workers
                        or counts[-1] > self.max_workers or self.requested_workers not in counts):

@@ -119,7 +119,7 @@ def dp_job(spec: JobSpec, arrival_slot: int, end_slot: int, slot_s: float, group
     counts = tuple(c for c in spec.feasible_counts() if c <= spec.max_workers)
     return DPJob(arrival_slot, spec.max_workers, quanta, work_ws / quanta, ratio,
                  np.array(spec.worker_demand.as_tuple()) / groups.worker_norm, ps_dem, utility,
-                 counts)
+                 counts, spec.min_ps, spec.max_ps)
 
 
 def utility_curve(f: Utility, jct_s: FloatArray) -> FloatArray:

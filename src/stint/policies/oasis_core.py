@@ -39,6 +39,10 @@ class DPJob:
     # The worker counts the job can run on, ascending (``JobSpec.feasible_counts``); read by
     # the DP that prices restarts (``oasis_restart``), which plans only these counts.
     counts: tuple[int, ...] = ()
+    # The PS counts the job may run with when it has workers (``JobSpec.min_ps``/``max_ps``;
+    # 0: no bound beyond constraints (6)-(7)).
+    min_ps: int = 0
+    max_ps: int = 0
 
     def workers_for(self, d: IntArray) -> IntArray:
         """Workers needed to process ``d`` units in one slot: ``ceil(d · M_i(τ_i + 2e_i/b_i))``."""
@@ -46,10 +50,13 @@ class DPJob:
         return out
 
     def ps_for(self, y: IntArray) -> IntArray:
-        """PSs placed for ``y`` workers: ``min(ceil(y b_i/B_i), y)``, constraints (6) and (7)."""
+        """PSs placed for ``y`` workers: ``min(ceil(y b_i/B_i), y)``, constraints (6) and (7),
+        then within ``min_ps``..``max_ps`` where the job bounds them (none for 0 workers)."""
         if self.ps_ratio is None:
             return np.zeros_like(y)
         out: IntArray = np.minimum(np.ceil(y * self.ps_ratio - _EPS).astype(np.int64), y)
+        if self.min_ps or self.max_ps:
+            out = np.where(y > 0, np.clip(out, self.min_ps, self.max_ps or None), 0)
         return out
 
 

@@ -286,8 +286,17 @@ def submit(
                                                  "comma-separated, e.g. a100,v100 (default: "
                                                  "any); it runs on one at a time.")] = None,
     ps: Annotated[int | None, typer.Option("--ps", help="Parameter servers of a stint.torch.ps "
-                                           "job, started beside its first worker "
-                                           "(STINT_PS_COUNT).")] = None,
+                                           "job at --gpus workers: placed by the policy on "
+                                           "nodes of role ps (OASiS), else started beside its "
+                                           "first worker (STINT_PS_COUNT).")] = None,
+    min_ps: Annotated[int | None, typer.Option("--min-ps", help="Fewest parameter servers the "
+                                               "policy may give it (default: --ps).")] = None,
+    max_ps: Annotated[int | None, typer.Option("--max-ps", help="Most parameter servers the "
+                                               "policy may give it (default: --ps).")] = None,
+    ps_cpus: Annotated[float | None, typer.Option("--ps-cpus", help="CPU cores of one parameter "
+                                                  "server (default 1).")] = None,
+    ps_mem_gb: Annotated[float | None, typer.Option("--ps-mem-gb", help="Memory of one "
+                                                    "parameter server, GiB (default 1).")] = None,
     json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDirOpt = None, token: TokenOpt = None,
 ) -> None:
     """Submit a job and print its id: stint submit --gpus 2 -- python train.py
@@ -307,7 +316,7 @@ def submit(
         "env": pairs or None, "memory_max": memory_max, "pids_max": pids,
         "time_limit_s": time_limit, "hang_s": hang_s, "max_retries": max_retries,
         "gpu_types": [t.strip() for t in gpu_type.split(",") if t.strip()] if gpu_type else None,
-        "ps": ps}
+        "ps": ps, "min_ps": min_ps, "max_ps": max_ps, "ps_cpus": ps_cpus, "ps_mem_gb": ps_mem_gb}
     if test_only:
         if array is not None:
             _fail(ValueError("--test-only takes a single job, not --array"))
@@ -473,7 +482,8 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     for key in ("id", "name", "user", "command", "state", "reason", "gpus", "min_gpus", "max_gpus",
                 "tier", "priority", "deadline_s", "submitted_at", "first_start_at", "finished_at",
                 "attempt", "allocation", "failures", "preemptions", "exit_code", "attained_gpu_s",
-                "pin_workers", "pin_node", "worker_counts", "target", "decision", "attainment",
+                "pin_workers", "pin_node", "worker_counts", "ps", "ps_allocation", "target",
+                "decision", "attainment",
                 "queue_position", "est_start_at", "est_finish_at", "cluster", "to_cluster",
                 "copy_bytes", "copy_s", "retry_at", "run_s"):
         shown = _shown(key, row[key], now)
@@ -488,6 +498,9 @@ def show(job: int, json_out: JsonOpt = False, server: ServerOpt = None,
     typer.echo(f"{'progress':>15}: {_progress(row)} (last checkpoint: "
                f"{'none' if ckpt is None else f'step {ckpt}'})")
     t0 = row["submitted_at"]
+    if any(p["ps"] for p in row.get("plan", [])):  # a PS job's plan: each slot's counts
+        _table(["+SECONDS", "PLAN", "WORKERS", "PS"], [
+            [f'{p["at"] - t0:.2f}', p["kind"], p["workers"], p["ps"]] for p in row["plan"]])
     _table(["+SECONDS", "FROM", "TO", "ATTEMPT", "REASON"], [
         [f'{t["at"] - t0:.2f}', t["src"] or "-", t["dst"], t["attempt"], t["reason"]]
         for t in row["transitions"]])
@@ -513,7 +526,7 @@ def _shown(key: str, value: Any, now: float) -> str:
         return f"{value:.3f}"
     if key == "command":
         return shlex.join(value)
-    if key in ("allocation", "target"):
+    if key in ("allocation", "target", "ps_allocation"):
         return ", ".join(f"{node} x{n}" for node, n in value.items())
     return str(value)
 
@@ -669,9 +682,12 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, data_dir: DataDir
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
-    _table(["NODE", "CLUSTER", "REGION", "TYPE", "GPUS", "USED", "FREE", "STATE", "JOBS"],
-           [[r["name"], r["cluster"] or "-", r["region"] or "-", r.get("gpu_type") or "-", r["gpus"],
-             r["used"], r["free"], r["state"], ",".join(map(str, r["jobs"]))] for r in rows])
+    _table(["NODE", "CLUSTER", "REGION", "TYPE", "ROLE", "GPUS", "USED", "FREE", "CPUS", "MEM_GB",
+            "PS", "STATE", "JOBS"],
+           [[r["name"], r["cluster"] or "-", r["region"] or "-", r.get("gpu_type") or "-",
+             r.get("role", "any"), r["gpus"], r["used"], r["free"], f"{r.get('cpus', 0):g}",
+             f"{r.get('mem_gb', 0):g}", r.get("ps", 0), r["state"],
+             ",".join(map(str, r["jobs"]))] for r in rows])
 
 
 ListenOpt = Annotated[str, typer.Option(help="HOST:PORT to listen on.")]

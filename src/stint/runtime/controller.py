@@ -72,6 +72,7 @@ from stint.runtime.executor.base import (
     LaunchError,
     Outcome,
     WorkerLaunch,
+    node_resources,
 )
 from stint.runtime.measured import fitted_costs, record_policy
 from stint.runtime.metrics import Metrics
@@ -88,9 +89,9 @@ from stint.runtime.states import (
 from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
 from stint.runtime.tables import Attempt, Decision, Job, Transition
 from stint.runtime.view import (
-    cluster_of,
     finishing,
     held_slots,
+    live_cluster,
     logical_allocation,
     logical_world_size,
 )
@@ -214,8 +215,9 @@ class Controller:
         infos = executor.nodes()
         nodes = [(n.name, n.slots) for n in infos]
         types = [n.gpu_type for n in infos] if any(n.gpu_type for n in infos) else []
-        store.set_nodes(nodes, member, region, types)
-        self.cluster = cluster_of(nodes, types)
+        store.set_nodes(nodes, member, region, types,
+                        [(n.role, *node_resources(n)) for n in infos])
+        self.cluster = live_cluster(infos)
         self.policy = wrap(policy, self.cluster)  # on a typed cluster: kept to one type per job
         self.capacity = self.cluster.gpu_capacities()
         self.perf: PerfModel = ScalingModel()  # linear in workers, relative to the request
@@ -817,7 +819,7 @@ class Controller:
                      _where(self, a.after) or "nothing", f" ({a.reason})" if a.reason else "")
             self._apply_action(step, jobs[int(a.job_id)], a)
             s.add(Decision(job_id=int(a.job_id), at=now, kind=str(a.kind),
-                           workers=a.after.num_workers))
+                           workers=a.after.num_workers, ps=a.after.num_ps))
             report.actions.append(a)
         free = sum(f for n, f in enumerate(mech.ledger.free_gpus) if n not in mech.ledger.down)
         started = {a.job_id for a in staged.actions}
@@ -1021,29 +1023,32 @@ class Controller:
         step.effects.append(self._launch_effect(job, slots))
 
     def _launch_effect(self, job: Job, slots: dict[int, list[int]]) -> Launch:
+        """The attempt's tasks: a worker per held slot and, where its allocation places
+        parameter servers, a PS per one placed (ranks after the workers', no slot)."""
         job_dir = self.config.jobs_dir / str(job.id)
         command = tuple(json.loads(job.command))
         pairs = [(node, slot) for node in sorted(slots) for slot in slots[node]]
-        by_node: dict[int, list[int]] = {}
-        for node, slot in pairs:
-            by_node.setdefault(node, []).append(slot)
+        ps_nodes = [node for node, c in load_alloc(job.allocation).ps for _ in range(c)]
         bounds = self._bounds(job)
-        workers = []
-        rank = 0
-        for node in sorted(by_node):
-            for slot in by_node[node]:  # one accelerator slot per worker
-                workers.append(WorkerLaunch(
-                    job_id=str(job.id), attempt=job.attempt, rank=rank, world_size=len(pairs),
-                    logical_world_size=logical_world_size(job),
-                    node=self.cluster.nodes[node].name,
-                    slots=(slot,), command=command, ckpt_dir=str(job_dir / "ckpt"),
-                    log_path=str(job_dir / "log.txt"), os_user=job.os_user, cwd=job.cwd,
-                    env=_task_env(job), job_dir=str(job_dir),
-                    memory_max=bounds.memory_max, pids_max=bounds.pids_max,
-                    log_max_bytes=bounds.log_max_bytes, disk_max_bytes=bounds.job_disk_max,
-                ))
-                rank += 1
-        return Launch(job.id, job.attempt, tuple(workers))
+        size = len(pairs) + len(ps_nodes)
+        env = _task_env(job, len(pairs), len(ps_nodes))
+
+        def task(rank: int, node: int, slots: tuple[int, ...], extra: dict[str, str]) -> WorkerLaunch:
+            return WorkerLaunch(
+                job_id=str(job.id), attempt=job.attempt, rank=rank, world_size=size,
+                logical_world_size=logical_world_size(job), node=self.cluster.nodes[node].name,
+                slots=slots, command=command, ckpt_dir=str(job_dir / "ckpt"),
+                log_path=str(job_dir / "log.txt"), os_user=job.os_user, cwd=job.cwd,
+                env={**env, **extra}, job_dir=str(job_dir),
+                memory_max=bounds.memory_max, pids_max=bounds.pids_max,
+                log_max_bytes=bounds.log_max_bytes, disk_max_bytes=bounds.job_disk_max,
+            )
+
+        tasks = [task(rank, node, (slot,), {"STINT_ROLE": "worker"} if ps_nodes else {})
+                 for rank, (node, slot) in enumerate(pairs)]  # one accelerator slot per worker
+        tasks += [task(len(pairs) + k, node, (), {"STINT_ROLE": "ps", "STINT_PS_RANK": str(k)})
+                  for k, node in enumerate(ps_nodes)]
+        return Launch(job.id, job.attempt, tuple(tasks))
 
     # -- 6. enacting -----------------------------------------------------------------------
     def _enact(self, effects: list[Effect], now: float, report: StepReport) -> None:
@@ -1158,13 +1163,17 @@ def queue_positions(waiting: list[tuple[str, int | None]]) -> dict[str, int]:
     return {waiting[i][0]: place for place, i in enumerate(ranked, 1)}
 
 
-def _task_env(job: Job) -> dict[str, str]:
+def _task_env(job: Job, workers: int, servers: int) -> dict[str, str]:
     """The job's own environment, a task of an array its index (``STINT_ARRAY_INDEX``), a
-    parameter-server job its server count (``STINT_PS_COUNT``)."""
+    parameter-server job its worker and server counts: with ``servers`` placed by the plan,
+    ``STINT_WORLD_SIZE`` (the workers alone: the executor's counts every task) and
+    ``STINT_PS_COUNT``; without, ``STINT_PS_COUNT`` of ``ps_count`` (its worker 0 starts them)."""
     env: dict[str, str] = json.loads(job.env or "{}")
     if job.array_index is not None:
         env["STINT_ARRAY_INDEX"] = str(job.array_index)
-    if job.ps_count is not None:  # a stint.torch.ps job: its worker 0 starts the servers
+    if servers:
+        env.update(STINT_WORLD_SIZE=str(workers), STINT_PS_COUNT=str(servers))
+    elif job.ps_count is not None:
         env["STINT_PS_COUNT"] = str(job.ps_count)
     return env
 
@@ -1232,8 +1241,12 @@ _NOTABLE = frozenset({*TERMINAL, S.PREEMPTED})  # transitions logged at INFO (ot
 
 
 def _where(ctl: Controller, alloc: Allocation) -> str:
+    """``node-0x2 node-1x1``; with parameter servers ``... + ps node-2x1``."""
     prefix = f"{ctl.member}/" if ctl.member else ""
-    return " ".join(f"{prefix}{ctl.cluster.nodes[n].name}x{c}" for n, c in alloc.workers)
+    text = " ".join(f"{prefix}{ctl.cluster.nodes[n].name}x{c}" for n, c in alloc.workers)
+    if alloc.ps:
+        text += " + ps " + " ".join(f"{prefix}{ctl.cluster.nodes[n].name}x{c}" for n, c in alloc.ps)
+    return text
 
 
 def _worst(codes: Mapping[int, int]) -> int | None:

@@ -13,7 +13,7 @@ from stint.model.job import Tier
 from stint.model.sla import attainment
 from stint.runtime.states import TERMINAL
 from stint.runtime.store import load_alloc
-from stint.runtime.tables import Job, Transition
+from stint.runtime.tables import Decision, Job, Transition
 from stint.runtime.view import worker_counts
 
 MAX_ID = 2_147_483_647  # jobs.id is a 32-bit integer in PostgreSQL
@@ -66,8 +66,15 @@ class JobIn(BaseModel):
     total_steps: int | None = Field(default=None, ge=1, le=MAX_ID)
     # The SDK's logical ranks (default ``max_gpus``): the job runs on their divisors only.
     logical_ranks: int | None = Field(default=None, ge=1, le=4096)
-    # Parameter servers of a stint.torch.ps job (its worker 0 starts them: STINT_PS_COUNT).
+    # Parameter servers of a stint.torch.ps job at ``gpus`` workers, the counts it may run with
+    # (both default to ``ps``), and one PS's CPU cores and memory (GiB; default 1 and 1). A
+    # plan that places them (OASiS, on a cluster with nodes of role "ps") has them launched
+    # there; otherwise its worker 0 starts ``ps`` of them (STINT_PS_COUNT).
     ps: int | None = Field(default=None, ge=1, le=256)
+    min_ps: int | None = Field(default=None, ge=1, le=256)
+    max_ps: int | None = Field(default=None, ge=1, le=256)
+    ps_cpus: float | None = Field(default=None, gt=0.0, le=1e6, allow_inf_nan=False)
+    ps_mem_gb: float | None = Field(default=None, gt=0.0, le=1e9, allow_inf_nan=False)
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(default_factory=dict,
                                                                      max_length=256)
@@ -258,6 +265,13 @@ class JobOut(BaseModel):
     total_steps: int | None
     worker_counts: list[int]  # the worker counts the job can run on
     ps: int | None  # parameter servers of a stint.torch.ps job (None: not one)
+    # Its PS counts' bounds, one PS's cores and memory (GiB) as submitted (None: not given),
+    # and where its PSs are (node name -> PSs; empty when the plan placed none)
+    min_ps: int | None = None
+    max_ps: int | None = None
+    ps_cpus: float | None = None
+    ps_mem_gb: float | None = None
+    ps_allocation: dict[str, int] = Field(default_factory=dict)
     target: dict[str, int]  # node name -> workers it is admitted to (re)launch on, if waiting
     decision: str | None  # what the policy decided for the job and why (``Plan.explain``)
     # Forecast (re)start of a waiting job and finish of an unfinished one, wall seconds
@@ -315,7 +329,9 @@ class JobOut(BaseModel):
             cancel_requested=job.cancel_requested, est_s=job.est_s, total_steps=job.total_steps,
             worker_counts=list(worker_counts(job.gpus, job.min_gpus, job.max_gpus,
                                              job.logical_ranks)),
-            ps=job.ps_count,
+            ps=job.ps_count, min_ps=job.min_ps, max_ps=job.max_ps, ps_cpus=job.ps_cpus,
+            ps_mem_gb=job.ps_mem_gb,
+            ps_allocation={node_name(node_names, n): c for n, c in alloc.ps},
             target={node_name(node_names, n): c for n, c in load_alloc(job.target).workers},
             decision=job.decision,
             est_start_at=job.est_start_at if job.state in _WAITING else None,
@@ -377,8 +393,23 @@ class TransitionOut(BaseModel):
         return TransitionOut(src=t.src, dst=t.dst, at=t.at, attempt=t.attempt, reason=t.reason)
 
 
+class PlanStepOut(BaseModel):
+    """One action of the policy's plan the controller enacted for the job (a slot's allocation,
+    under OASiS): its kind and the worker and parameter-server counts after it."""
+
+    at: float
+    kind: str
+    workers: int
+    ps: int
+
+    @staticmethod
+    def of(d: Decision) -> PlanStepOut:
+        return PlanStepOut(at=d.at, kind=d.kind, workers=d.workers, ps=d.ps)
+
+
 class JobDetail(JobOut):
     transitions: list[TransitionOut]
+    plan: list[PlanStepOut] = Field(default_factory=list)
 
 
 class LogsOut(BaseModel):
@@ -397,6 +428,10 @@ class NodeOut(BaseModel):
     cluster: str = ""  # in a fleet (else "")
     region: str = ""
     gpu_type: str = ""  # its accelerators' type ("": untyped)
+    role: str = "any"  # what it hosts: "any", "worker" or "ps"
+    cpus: float = 0.0  # its CPU cores and memory (GiB), which parameter servers are placed by
+    mem_gb: float = 0.0
+    ps: int = 0  # parameter servers on it
 
 
 def live_attainment(job: Job, now: float) -> float | None:

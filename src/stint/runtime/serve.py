@@ -165,7 +165,8 @@ def typed_nodes(cfg: ServeConfig) -> tuple[list[NodeInfo], TypeSpeeds] | None:
         typed = read_cluster(ex.cluster)
     except ClusterFileError as exc:
         raise StartupError(str(exc)) from None
-    nodes = [NodeInfo(n.name, int(n.capacity.gpu), n.gpu_type) for n in typed.cluster.nodes]
+    nodes = [NodeInfo(n.name, int(n.capacity.gpu), n.gpu_type, n.role, n.capacity.cpu,
+                      n.capacity.mem_gb) for n in typed.cluster.nodes]
     return nodes, typed.speeds
 
 

@@ -33,7 +33,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stint.model.allocation import Allocation
 from stint.runtime.states import SUBMITTED, TERMINAL, JobState, check_transition
-from stint.runtime.tables import Job, NodeRow, Override, StoreMeta, Token, Transition, User
+from stint.runtime.tables import (
+    Decision,
+    Job,
+    NodeRow,
+    Override,
+    StoreMeta,
+    Token,
+    Transition,
+    User,
+)
 from stint.runtime.usage import Check, UsageBook
 
 ADMIN_NAME = "admin"
@@ -135,13 +144,22 @@ def hash_token(token: str) -> str:
 
 
 def dump_alloc(alloc: Allocation) -> str:
-    return json.dumps([list(p) for p in alloc.workers])
+    """``[[node, workers], ...]``; with parameter servers ``{"workers": [...], "ps": [[node,
+    servers], ...]}``."""
+    workers = [list(p) for p in alloc.workers]
+    if not alloc.ps:
+        return json.dumps(workers)
+    return json.dumps({"workers": workers, "ps": [list(p) for p in alloc.ps]})
 
 
 def load_alloc(text: str | None) -> Allocation:
     if not text:
         return Allocation()
-    return Allocation(tuple((int(n), int(c)) for n, c in json.loads(text)))
+    raw = json.loads(text)
+    if isinstance(raw, dict):
+        return Allocation(tuple((int(n), int(c)) for n, c in raw["workers"]),
+                          tuple((int(n), int(c)) for n, c in raw["ps"]))
+    return Allocation(tuple((int(n), int(c)) for n, c in raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +187,11 @@ class NewJob:
     est_s: float | None = None
     total_steps: int | None = None
     logical_ranks: int | None = None
-    ps_count: int | None = None  # parameter servers of a stint.torch.ps job
+    ps_count: int | None = None  # parameter servers of a stint.torch.ps job (at ``gpus``)
+    min_ps: int | None = None  # its PS counts' bounds (None: ps_count)
+    max_ps: int | None = None
+    ps_cpus: float | None = None  # one PS's CPU cores and memory (GiB; None: the defaults)
+    ps_mem_gb: float | None = None
     os_user: str | None = None  # the OS account it runs as (None: the control plane's)
     cwd: str | None = None  # its working directory (None: the account's home)
     env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
@@ -400,22 +422,26 @@ class Store:
 
     # -- nodes -----------------------------------------------------------------------------
     def set_nodes(self, nodes: Sequence[tuple[str, int]], cluster: str = "",
-                  region: str = "", types: Sequence[str] = ()) -> None:
+                  region: str = "", types: Sequence[str] = (),
+                  hosts: Sequence[tuple[str, float, float]] = ()) -> None:
         """Record a cluster's nodes (name, GPUs) in order, with their accelerator ``types``
-        (none: untyped); forget its nodes no longer present. In a fleet each cluster records
-        its own, named ``CLUSTER/NODE``."""
+        (none: untyped) and ``hosts``: each one's role, CPU cores and memory (none: "any",
+        0, 0); forget its nodes no longer present. In a fleet each cluster records its own,
+        named ``CLUSTER/NODE``."""
         prefix = f"{cluster}/" if cluster else ""
         with self.session() as s:
             known = {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.cluster == cluster))}
             for i, (name, gpus) in enumerate(nodes):
                 row = known.pop(prefix + name, None)
                 kind = types[i] if i < len(types) else ""
+                role, cpus, mem = hosts[i] if i < len(hosts) else ("any", 0.0, 0.0)
                 if row is None:
                     s.add(NodeRow(name=prefix + name, position=i, gpus=gpus, state="ready",
-                                  cluster=cluster, region=region, gpu_type=kind))
+                                  cluster=cluster, region=region, gpu_type=kind, role=role,
+                                  cpus=cpus, mem_gb=mem))
                 else:
                     row.position, row.gpus, row.state, row.region = i, gpus, "ready", region
-                    row.gpu_type = kind
+                    row.gpu_type, row.role, row.cpus, row.mem_gb = kind, role, cpus, mem
             for row in known.values():
                 s.delete(row)
 
@@ -558,6 +584,12 @@ class Store:
         with self.read() as s:
             return {uid: name for uid, name in s.execute(select(User.id, User.name))}
 
+    def decisions(self, job_id: int) -> list[Decision]:
+        """The plan's actions the controller enacted for the job, in order."""
+        with self.read() as s:
+            q = select(Decision).where(Decision.job_id == job_id).order_by(Decision.id)
+            return list(s.scalars(q))
+
     def transitions(self, job_id: int) -> list[Transition]:
         with self.read() as s:
             q = select(Transition).where(Transition.job_id == job_id).order_by(Transition.id)
@@ -646,7 +678,8 @@ def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
         "gpus": spec.gpus, "min_gpus": spec.min_gpus, "max_gpus": spec.max_gpus, "tier": spec.tier,
         "priority": spec.priority, "deadline_s": spec.deadline_s, "submitted_at": now,
         "est_s": spec.est_s, "total_steps": spec.total_steps, "logical_ranks": spec.logical_ranks,
-        "ps_count": spec.ps_count, "work_done": 0.0,
+        "ps_count": spec.ps_count, "min_ps": spec.min_ps, "max_ps": spec.max_ps,
+        "ps_cpus": spec.ps_cpus, "ps_mem_gb": spec.ps_mem_gb, "work_done": 0.0,
         "state": str(JobState.QUEUED), "reason": SUBMITTED, "attempt": 0, "allocation": "[]",
         "slots": "{}", "failures": 0, "preemptions": 0, "last_change_at": now, "attained_gpu_s": 0.0,
         "cancel_requested": False, "preempt_requested": False, "os_user": spec.os_user,

@@ -54,6 +54,11 @@ class NodeRow(Base):
     cluster: Mapped[str] = mapped_column(String(64), default="", server_default="")
     region: Mapped[str] = mapped_column(String(64), default="", server_default="")
     gpu_type: Mapped[str] = mapped_column(String(64), default="", server_default="")  # "" untyped
+    # What it hosts ("any", "worker" or "ps": ``model.Node.role``) and its CPU cores and memory
+    # (GiB), which parameter servers are placed by (``executor.base.node_resources``).
+    role: Mapped[str] = mapped_column(String(16), default="any", server_default="any")
+    cpus: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    mem_gb: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Job(Base):
@@ -108,9 +113,16 @@ class Job(Base):
     est_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     logical_ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # Parameter servers of a ``stint.torch.ps`` job (None: not one): its worker 0 starts them,
-    # told by ``STINT_PS_COUNT``.
+    # Parameter servers of a ``stint.torch.ps`` job at ``gpus`` workers (None: not one).
     ps_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Its PS counts' bounds (None: ``ps_count`` only) and one PS's CPU cores and memory (GiB;
+    # None: ``view.PS_CPUS``/``PS_MEM_GB``). A plan that places its PSs (OASiS on a cluster with
+    # PS nodes) has the controller launch them there, beside the workers; otherwise worker 0
+    # starts ``ps_count`` of them.
+    min_ps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_ps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ps_cpus: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ps_mem_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
     work_done: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     decision: Mapped[str | None] = mapped_column(Text, nullable=True)  # the policy's ``explain``
     # The controller's forecast (``sim.forecast``), wall seconds; None: none, or not within it.
@@ -228,8 +240,8 @@ class Attempt(Base):
 
 class Decision(Base):
     """One action of a plan the controller accepted (``reconcile.Action``: kind, job, the worker
-    count after it), in the order it enacted them (``id``); ``stint replay`` compares them with
-    the simulator's."""
+    and parameter-server counts after it), in the order it enacted them (``id``); ``stint
+    replay`` compares them with the simulator's."""
 
     __tablename__ = "decisions"
 
@@ -238,3 +250,4 @@ class Decision(Base):
     at: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(16))
     workers: Mapped[int] = mapped_column(Integer)
+    ps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

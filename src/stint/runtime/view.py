@@ -19,12 +19,15 @@ from stint.model.resources import Resources
 from stint.model.utility import ConstantUtility, DeadlineUtility, Utility
 from stint.perf.model import PerfModel
 from stint.policies.base import JobStatus, Phase
+from stint.runtime.executor.base import NODE_NET_GBPS, NodeInfo, node_resources
 from stint.runtime.states import HOLDING
 from stint.runtime.store import load_alloc
 from stint.runtime.tables import Job
 
 # A job that declares no length counts as this many seconds of work at its requested size.
 LIVE_DEFAULT_WORK_S = 600.0
+# A parameter server's demand when the submitter states none (``stint submit --ps-cpus/--ps-mem-gb``).
+PS_CPUS, PS_MEM_GB = 1.0, 1.0
 
 
 def cluster_of(nodes: list[tuple[str, int]], types: Sequence[str] = ()) -> Cluster:
@@ -32,6 +35,24 @@ def cluster_of(nodes: list[tuple[str, int]], types: Sequence[str] = ()) -> Clust
     kinds = list(types) or [""] * len(nodes)
     return Cluster(tuple(Node(name, Resources(gpu=gpus), gpu_type=t)
                          for (name, gpus), t in zip(nodes, kinds, strict=True)))
+
+
+def live_cluster(infos: Sequence[NodeInfo]) -> Cluster:
+    """The executor's nodes as policies see them: GPUs, CPU cores, memory and bandwidth
+    (``node_resources``, ``NODE_NET_GBPS``), role and type (untyped unless every node names one)."""
+    typed = any(n.gpu_type for n in infos)
+    out = []
+    for n in infos:
+        cpus, mem = node_resources(n)
+        out.append(Node(n.name, Resources(gpu=n.slots, cpu=cpus, mem_gb=mem, net_gbps=NODE_NET_GBPS),
+                        role=n.role, gpu_type=n.gpu_type if typed else ""))
+    return Cluster(tuple(out))
+
+
+def ps_capable(roles: Sequence[str]) -> bool:
+    """Whether a cluster of nodes of these roles can host parameter servers: a node of role
+    "ps" or "any" (``placement.round_robin.ps_hosts``)."""
+    return any(r in ("ps", "any") for r in roles)
 
 
 _TIERS = {str(t): t for t in Tier}  # Tier(value) is slow enough to matter for 10,000 jobs
@@ -50,6 +71,29 @@ def logical_world_size(job: Job) -> int:
     return job.logical_ranks or job.max_gpus
 
 
+def ps_demands(job: Job) -> tuple[Resources, Resources | None]:
+    """A job's worker and PS demands. A parameter-server job (``ps_count`` P at ``gpus`` W
+    workers) has workers of one GPU and 1 Gbit/s and PSs of ``ps_cpus`` cores, ``ps_mem_gb``
+    GiB and W/P Gbit/s, so that a policy's PS count for y workers, ``ceil(y b/B)``, is P at W
+    (OASiS's constraint (6)); any other job: one GPU a worker, no PSs."""
+    d = job.__dict__
+    ps = d.get("ps_count")
+    if not ps:
+        return _ONE_GPU, None
+    return (Resources(gpu=1, net_gbps=1.0),
+            Resources(cpu=d.get("ps_cpus") or PS_CPUS, mem_gb=d.get("ps_mem_gb") or PS_MEM_GB,
+                      net_gbps=d["gpus"] / ps))
+
+
+def ps_bounds(job: Job) -> tuple[int, int]:
+    """The PS counts a parameter-server job may run with (``min_ps``..``max_ps``; 0..0: none)."""
+    d = job.__dict__
+    ps = d.get("ps_count")
+    if not ps:
+        return 0, 0
+    return d.get("min_ps") or ps, d.get("max_ps") or ps
+
+
 def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
     # Read the loaded column values straight from the instance dict: the ORM's attribute
     # descriptors cost more than the rest of this function for a 10,000-job pass.
@@ -61,6 +105,8 @@ def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
     # An operator's pin of the worker count (``stint resize``) is the size the policy plans it at.
     pin = d.get("pin_workers")  # (absent from a row built in this process and never loaded)
     gpus, low, high = (pin, pin, pin) if pin else (d["gpus"], d["min_gpus"], d["max_gpus"])
+    worker, ps = ps_demands(job)
+    min_ps, max_ps = ps_bounds(job)
     return JobSpec(
         job_id=str(d["id"]),
         arrival_s=max(0.0, d["submitted_at"] - epoch),
@@ -68,7 +114,10 @@ def spec_of(job: Job, user: str, epoch: float) -> JobSpec:
         requested_workers=gpus,
         min_workers=low,
         max_workers=high,
-        worker_demand=_ONE_GPU,
+        worker_demand=worker,
+        ps_demand=ps,
+        min_ps=min_ps,
+        max_ps=max_ps,
         application=d["name"] or "job",
         utility=utility,
         priority=d["priority"],

@@ -15,10 +15,11 @@ so no chunk is trained twice) and sends each PS its slice:
   folded, divided by L) and replies to that worker only, which goes on with whatever the other
   workers have pushed so far.
 
-Stop (SIGUSR1/SIGTERM to the workers): PS 0 fixes the round after which every worker stops (the
-round after the latest it has seen: sync, the current one); each PS then writes its shard, and
-PS 0 a manifest once all are written. A job resumes from the newest complete checkpoint with any
-W and P: the shards are joined and cut again for the new P (shard reassignment).
+Stop (SIGUSR1/SIGTERM to the workers, or ``STINT_STOP_FILE`` appearing): PS 0 fixes the round after
+which every worker stops (the round after the latest it has seen: sync, the current one); each PS
+then writes its shard, and PS 0 a manifest once all are written. A job resumes from the newest
+complete checkpoint with any W and P: the shards are joined and cut again for the new P (shard
+reassignment).
 
 Environment (set by the control plane or :func:`launch_local`): the SDK's ``STINT_*`` variables
 (``STINT_WORLD_SIZE`` is W, ``STINT_RANK`` a worker's rank) plus ``STINT_ROLE`` (``worker`` or
@@ -70,6 +71,12 @@ class PSEnv:
     master_addr: str
     master_port: int
     status_file: Path | None = None  # worker 0 reports its round there (the SDK's format)
+    stop_file: Path | None = None  # appears when a stop was requested (``STINT_STOP_FILE``)
+
+    def stop_asked(self) -> bool:
+        """A stop was requested: by signal, or by the stop file (a request made while the
+        process was still starting, before its supervisor could signal it)."""
+        return signals.requested() or (self.stop_file is not None and self.stop_file.exists())
 
     @property
     def global_rank(self) -> int:
@@ -107,7 +114,8 @@ def read_ps_env(env: Mapping[str, str], logical: int | None, ckpt_dir: str | Non
     return PSEnv(role, rank, w, p, lws, Path(ck) if ck else None,
                  env.get("STINT_MASTER_ADDR") or env.get("MASTER_ADDR") or "127.0.0.1",
                  _int(env, "STINT_MASTER_PORT", _int(env, "MASTER_PORT", 29500)),
-                 Path(env["STINT_STATUS_FILE"]) if env.get("STINT_STATUS_FILE") else None)
+                 Path(env["STINT_STATUS_FILE"]) if env.get("STINT_STATUS_FILE") else None,
+                 Path(env["STINT_STOP_FILE"]) if env.get("STINT_STOP_FILE") else None)
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
@@ -222,7 +230,7 @@ class Server:
             dist.recv(rows, src=src)
             seen = max(seen, rnd)
             if self.stop_at < 0 and (flags & STOP_FLAG or (self.env.rank == 0
-                                                          and signals.requested())):
+                                                          and self.env.stop_asked())):
                 self.stop_at = seen + 1  # sync: every worker is at this round
             if self.mode == "async":
                 sgd_momentum(self.params, self.buf, fold(rows, self.env.logical), self.lr,
@@ -368,7 +376,7 @@ class PSJob:
     # messages
     def _send_all(self, kind: int, rnd: int, push: bool = False, flags: int = 0) -> None:
         """Send every PS a header (and its slice of the gradients); waits for the sends."""
-        flags |= STOP_FLAG if signals.requested() else 0
+        flags |= STOP_FLAG if self.env.stop_asked() else 0
         hdr = torch.tensor([kind, rnd, flags, self.env.rank], dtype=torch.int64)
         works = []
         for k, (lo, hi) in enumerate(self.bounds):

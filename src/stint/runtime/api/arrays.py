@@ -14,7 +14,8 @@ router = APIRouter()
 @router.post("/v1/arrays", status_code=201)
 def submit_array(body: ArrayIn, who: Who, api: Ctx) -> ArrayOut:
     settings, nodes = api.settings, api.nodes
-    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                      nodes.hosts())
     limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
     indices = body.indices()
     ids = api.store.add_array(spec, who, settings.clock(), indices, body.array_parallel,

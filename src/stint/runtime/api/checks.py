@@ -4,7 +4,7 @@ names are the package's own (its routers share them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fastapi import HTTPException
 
@@ -15,7 +15,7 @@ from stint.runtime.api.context import ApiSettings
 from stint.runtime.api.errors import unprocessable
 from stint.runtime.schemas import JobIn, type_refusal
 from stint.runtime.store import Caller, NewJob
-from stint.runtime.view import worker_counts
+from stint.runtime.view import PS_CPUS, PS_MEM_GB, worker_counts
 
 
 def _run_as(who: Caller, settings: ApiSettings) -> str | None:
@@ -80,9 +80,40 @@ def _check_bounds(spec: NewJob, limits: UserLimits, key: str) -> None:
                                 f"yours may have: {shown(most)} ({key}.{limit_key})")
 
 
+def _check_ps(body: JobIn, hosts: Sequence[tuple[str, float, float]]) -> None:
+    """A parameter-server job's fields: the PS count within its bounds, PS-only fields only
+    with ``ps``, and a node that can host one PS (role "ps" or "any", its cores and memory)."""
+    given = (("min_ps", body.min_ps), ("max_ps", body.max_ps), ("ps_cpus", body.ps_cpus),
+             ("ps_mem_gb", body.ps_mem_gb))
+    extra = [name for name, value in given if value is not None]
+    if body.ps is None:
+        if extra:
+            raise unprocessable(extra[0], f"{extra[0]} is for a parameter-server job: give ps too")
+        return
+    lo = body.min_ps if body.min_ps is not None else min(body.ps, body.max_ps or body.ps)
+    hi = body.max_ps if body.max_ps is not None else max(body.ps, lo)
+    if lo > hi:
+        raise unprocessable("min_ps", f"min_ps ({lo}) must be <= max_ps ({hi})")
+    if not lo <= body.ps <= hi:
+        raise unprocessable("ps", f"ps ({body.ps}) must lie in min_ps..max_ps ({lo}..{hi})")
+    capable = [(c, m) for role, c, m in hosts if role in ("ps", "any")]
+    if hosts and not capable:
+        raise unprocessable("ps", "the cluster has no node that hosts parameter servers (role "
+                            "\"ps\" or \"any\"); submit the job without --ps")
+    cpus, mem = body.ps_cpus or PS_CPUS, body.ps_mem_gb or PS_MEM_GB
+    stated = [(c, m) for c, m in capable if c or m]  # (a node recorded without them: any)
+    if stated and len(stated) == len(capable) and not any(cpus <= c and mem <= m for c, m in stated):
+        field = "ps_cpus" if not any(cpus <= c for c, _ in capable) else "ps_mem_gb"
+        raise unprocessable(field, f"no node that hosts parameter servers has {cpus:g} cores "
+                            f"and {mem:g} GiB for one (the most: "
+                            f"{max(c for c, _ in stated):g} cores, {max(m for _, m in stated):g} GiB)")
+
+
 def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = None,
-               type_gpus: dict[str, int] | None = None) -> NewJob:
+               type_gpus: dict[str, int] | None = None,
+               hosts: Sequence[tuple[str, float, float]] = ()) -> NewJob:
     """Cross-field and cluster checks of a submission; a 422 names the offending field."""
+    _check_ps(body, hosts)
     gpus, lo, hi = body.bounds()
     if lo > hi:
         raise unprocessable("min_gpus", f"min_gpus ({lo}) must be <= max_gpus ({hi})")
@@ -106,7 +137,9 @@ def _check_job(body: JobIn, node_gpus: dict[str, int], os_user: str | None = Non
     return NewJob(name=body.name, command=list(body.command), gpus=gpus, min_gpus=lo,
                   max_gpus=hi, tier=str(body.tier), priority=body.priority,
                   deadline_s=body.deadline_s, est_s=body.est_s, total_steps=body.total_steps,
-                  logical_ranks=body.logical_ranks, ps_count=body.ps, os_user=os_user, cwd=body.cwd,
+                  logical_ranks=body.logical_ranks, ps_count=body.ps, min_ps=body.min_ps,
+                  max_ps=body.max_ps, ps_cpus=body.ps_cpus, ps_mem_gb=body.ps_mem_gb,
+                  os_user=os_user, cwd=body.cwd,
                   env=dict(body.env), memory_max=body.memory_max, pids_max=body.pids_max,
                   time_limit_s=body.time_limit_s, hang_s=body.hang_s,
                   max_retries=body.max_retries, gpu_types=tuple(dict.fromkeys(body.gpu_types)))

@@ -46,19 +46,25 @@ def list_nodes(who: Who, api: Ctx) -> list[NodeOut]:
 
 
 def _nodes(store: Store, who: Caller) -> list[NodeOut]:
-    """Every node's used and free GPUs; the job ids on it are the caller's only (all for an
-    admin)."""
+    """Every node's used and free GPUs and the parameter servers on it; the job ids on it
+    (workers or PSs) are the caller's only (all for an admin)."""
     rows = store.nodes()
     used = {(n.cluster, n.position): 0 for n in rows}
+    servers = dict.fromkeys(used, 0)
     jobs: dict[tuple[str, int], list[int]] = {(n.cluster, n.position): [] for n in rows}
     for job in store.list_jobs(Caller(0, "", True), [str(s) for s in HOLDING], limit=1_000_000):
-        for node, count in load_alloc(job.allocation).workers:
+        alloc = load_alloc(job.allocation)
+        for node, count in (*alloc.workers, *((n, 0) for n, _ in alloc.ps)):
             key = (job.cluster or "", node)
             used[key] = used.get(key, 0) + count
-            if who.is_admin or job.user_id == who.user_id:
+            if (who.is_admin or job.user_id == who.user_id) and job.id not in jobs.get(key, []):
                 jobs.setdefault(key, []).append(job.id)
+        for node, count in alloc.ps:
+            key = (job.cluster or "", node)
+            servers[key] = servers.get(key, 0) + count
     return [NodeOut(name=n.name, gpus=n.gpus, used=used[(n.cluster, n.position)],
                     free=n.gpus - used[(n.cluster, n.position)], state=n.state,
                     jobs=jobs[(n.cluster, n.position)], cluster=n.cluster, region=n.region,
-                    gpu_type=n.gpu_type)
+                    gpu_type=n.gpu_type, role=n.role, cpus=n.cpus, mem_gb=n.mem_gb,
+                    ps=servers[(n.cluster, n.position)])
             for n in rows]

@@ -48,6 +48,13 @@ class NodeCache:
         self._names: dict[str, list[str]] = {}  # by cluster ("" for a single cluster)
         self._cluster_gpus: dict[str, int] = {}
         self._type_gpus: dict[str, int] | None = None
+        self._hosts: list[tuple[str, float, float]] | None = None
+
+    def hosts(self) -> list[tuple[str, float, float]]:
+        """Each node's role, CPU cores and memory (GiB)."""
+        if self._hosts is None:
+            self._hosts = [(n.role, n.cpus, n.mem_gb) for n in self._store.nodes()]
+        return self._hosts
 
     def gpus(self) -> dict[str, int]:
         if not self._gpus:

@@ -11,7 +11,16 @@ from fastapi.exceptions import RequestValidationError
 from stint.model.job import Tier
 from stint.runtime.api.checks import _check_job, _check_limits, _run_as
 from stint.runtime.api.context import Ctx, JobId, Who, progress_of
-from stint.runtime.schemas import MAX_ID, USER_NAME, DryRunOut, JobDetail, JobIn, JobOut, TransitionOut
+from stint.runtime.schemas import (
+    MAX_ID,
+    USER_NAME,
+    DryRunOut,
+    JobDetail,
+    JobIn,
+    JobOut,
+    PlanStepOut,
+    TransitionOut,
+)
 from stint.runtime.states import JobState
 from stint.runtime.store import Caller, JobFilter, JobOrder
 
@@ -21,7 +30,8 @@ router = APIRouter()
 @router.post("/v1/jobs", status_code=201)
 def submit(body: JobIn, who: Who, api: Ctx) -> JobOut:
     store, settings, nodes, out = api.store, api.settings, api.nodes, api.out
-    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                      nodes.hosts())
     limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
     job = store.add_job(spec, who, settings.clock(),
                         check=lambda usage: _check_limits(spec, usage, limits, key))
@@ -34,7 +44,8 @@ def dry_run(body: JobIn, who: Who, api: Ctx) -> DryRunOut:
     from stint.runtime.whatif import infeasible, out_of, what_if
 
     store, settings, nodes = api.store, api.settings, api.nodes
-    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
+    spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
+                      nodes.hosts())
     limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
     try:
         _check_limits(spec, store.live_usage(who.user_id), limits, key)
@@ -76,7 +87,8 @@ def list_jobs(
 def show(job_id: JobId, who: Who, api: Ctx) -> JobDetail:
     job = api.own_job(job_id, who)
     trans = [TransitionOut.of(t) for t in api.store.transitions(job_id)]
-    return JobDetail(**api.out(job, who).model_dump(), transitions=trans)
+    plan = [PlanStepOut.of(d) for d in api.store.decisions(job_id)]
+    return JobDetail(**api.out(job, who).model_dump(), transitions=trans, plan=plan)
 
 
 @router.post("/v1/jobs/{job_id}/cancel", status_code=202)

@@ -65,6 +65,11 @@ Changes to this interface are announced here.
   ``LaunchError.transient``; ``STINT_HEARTBEAT_FILE`` and ``status()["heartbeat_at"]``.
 - v1.3: ``down_nodes()``: the controller keeps nothing on a node that is down (the local
   executor's virtual nodes never are; the Ray executor does not report Ray node deaths yet).
+- v1.5: ``NodeInfo.role``, ``cpus``, ``mem_gb``. A launch may hold a parameter-server job's
+  servers besides its workers: tasks of ranks after the workers', without slots, whose
+  ``env`` says their role (``STINT_ROLE=ps``, ``STINT_PS_RANK``) and the job's worker and PS
+  counts (``STINT_WORLD_SIZE``, ``STINT_PS_COUNT``); the executor runs them as any rank of the
+  gang (stopped, signalled and judged with it).
 """
 
 from __future__ import annotations
@@ -99,7 +104,8 @@ class LaunchError(ExecutorError):
 
 @dataclass(frozen=True, slots=True)
 class WorkerLaunch:
-    """One worker of one attempt of a job: what to run, where, and as which rank."""
+    """One worker of one attempt of a job: what to run, where, and as which rank. (A parameter
+    server of the attempt is one too, of a rank after every worker's, with no slots; see v1.5.)"""
 
     job_id: str
     attempt: int  # bumps on every (re)start of the job
@@ -164,9 +170,28 @@ class JobExit:
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
+    """A node tasks can be placed on: its accelerator slots and type, what it hosts (``role``:
+    "any", "worker" or "ps", as ``model.Node``), and its CPU cores and memory (GiB; 0: as
+    ``node_resources`` defaults them), which parameter servers are placed by."""
+
     name: str
     slots: int
     gpu_type: str = ""  # its accelerators' type ("": untyped)
+    role: str = "any"
+    cpus: float = 0.0
+    mem_gb: float = 0.0
+
+
+# A node that states no CPU cores or memory has these per accelerator slot (the simulator's
+# uniform clusters'), and every node this much network bandwidth (Gbit/s): a parameter-server
+# job's tasks are placed by them (``runtime.view.spec_of``).
+CPUS_PER_SLOT, MEM_GB_PER_SLOT, NODE_NET_GBPS = 8.0, 64.0, 100.0
+
+
+def node_resources(n: NodeInfo) -> tuple[float, float]:
+    """The node's CPU cores and memory (GiB): its own, else ``CPUS_PER_SLOT``/``MEM_GB_PER_SLOT``
+    per slot."""
+    return (n.cpus or CPUS_PER_SLOT * n.slots, n.mem_gb or MEM_GB_PER_SLOT * n.slots)
 
 
 class Executor(Protocol):
