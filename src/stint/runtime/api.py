@@ -29,6 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from stint.config import Limits, UserLimits, format_size
 from stint.model.job import Tier
 from stint.runtime.accounts import refusal
+from stint.runtime.intake import Intake
 from stint.runtime.reads import cluster_out, history_out, progress_out
 from stint.runtime.schemas import (
     MAX_ID,
@@ -130,6 +131,7 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     app.add_exception_handler(OperationalError, _store_unavailable)
     app.add_exception_handler(OSError, _store_unavailable)
     nodes = _NodeCache(store)
+    intake = Intake(store)
 
     def own_job(job_id: int, who: Caller) -> Job:
         job = store.get_job(job_id, who)
@@ -151,13 +153,15 @@ def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/v1/jobs", status_code=201)
-    def submit(body: JobIn, who: Who) -> JobOut:
+    @app.post("/v1/jobs", status_code=201, response_model=JobOut)
+    async def submit(body: JobIn, who: Who) -> Response:
+        """On the event loop (no thread-pool hop); answered once committed, in a transaction
+        shared with the submissions that arrived meanwhile (``runtime.intake``)."""
         spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus())
         limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
-        job = store.add_job(spec, who, settings.clock(),
-                            check=lambda usage: _check_limits(spec, usage, limits, key))
-        return out(job, who)
+        job = await intake.add_job(spec, who, settings.clock(),
+                                   check=lambda usage: _check_limits(spec, usage, limits, key))
+        return Response(out(job, who).model_dump_json(), 201, media_type="application/json")
 
     @app.post("/v1/jobs/dry-run")
     def dry_run(body: JobIn, who: Who) -> DryRunOut:
