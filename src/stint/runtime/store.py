@@ -19,6 +19,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -687,6 +688,20 @@ class Writes(Protocol):
     """Where transition rows go: a session, or the controller's step recorder."""
 
     def add(self, instance: object) -> None: ...
+
+
+def update_jobs(s: Session, changes: Sequence[tuple[int, dict[str, Any]]]) -> None:
+    """Set columns of job rows (job id, column -> value) inside ``s``: one statement executed
+    for many rows per set of columns (a statement a row costs more to build than to run, at
+    thousands of rows a step)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job_id, values in changes:
+        groups.setdefault(tuple(sorted(values)), []).append(
+            {"k_id": job_id, **{f"v_{k}": v for k, v in values.items()}})
+    for keys, rows in groups.items():
+        stmt = update(Job).where(Job.id == bindparam("k_id")).values(
+            {k: bindparam(f"v_{k}") for k in keys})
+        s.connection().execute(stmt, rows)
 
 
 def record_transition(
