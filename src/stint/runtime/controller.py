@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import get_history
 
 from stint.config import Limits, UserLimits
 from stint.mechanism import Mechanism
@@ -368,7 +369,7 @@ class Controller:
             for job in changed:
                 state = inspect(job)  # (only the attributes set since the load can differ)
                 values = {k: getattr(job, k) for k in state.committed_state
-                          if state.attrs[k].history.has_changes()}
+                          if get_history(job, k).has_changes()}
                 if values:  # (a column set to the value it had marks the row, changes nothing)
                     rows.append((job.id, values))
                 if values.keys() <= _NOTES:
