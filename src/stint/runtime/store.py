@@ -42,6 +42,9 @@ TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for
 
 # An array's first task, built once (its id becomes the array's).
 _INSERT_JOB = insert(Job).returning(Job.id)
+# Every column NULL: the base of the ``Job`` an insert returns (``_job_values`` sets the rest):
+# reading an attribute never set costs many times reading a set one.
+_NULL_JOB: dict[str, Any] = {c.key: None for c in Job.__table__.columns}
 
 
 def normalize_url(url: str) -> str:
@@ -468,7 +471,7 @@ class Store:
                 {"job_id": row["id"], "src": "", "dst": str(JobState.QUEUED), "at": now,
                  "attempt": 0, "reason": f"submitted by {caller.name}"}
                 for row, (_spec, caller, now) in zip(rows, jobs, strict=True)])
-        return [Job(**row) for row in rows]
+        return [Job(**{**_NULL_JOB, **row}) for row in rows]
 
     def add_array(self, spec: NewJob, caller: Caller, now: float, indices: range,
                   parallel: int | None = None, check: Check | None = None) -> list[int]:
