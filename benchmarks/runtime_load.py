@@ -14,7 +14,10 @@
 4. ``--only clients``: submissions from 1 and 8 clients, each its own process with one kept-alive
    ``http.client`` connection, to a real ``stint serve`` on SQLite and on PostgreSQL
    (``--pg URL``, a fresh schema per run): submissions/s, p50/p99, and the server's CPU time per
-   submission (its ``/proc`` utime + stime over the run). ``--trees NAME=SRC,...`` serves from
+   submission (its ``/proc`` utime + stime over the run) and the client processes' own CPU per
+   submission. First, as the floor a submission cannot go below, ``GET /v1/health`` from the
+   same clients to ``stint serve`` and to the bare app of 3. (same uvicorn, its own process):
+   rates, server CPU per request and the ratio stint/bare. ``--trees NAME=SRC,...`` serves from
    each source tree in turn (``PYTHONPATH``) in the same run: before and after a change.
 
 5. ``--only array``: one ``POST /v1/arrays`` of ``--jobs`` tasks (default 10,000) to a real
@@ -43,6 +46,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -207,20 +211,61 @@ def keepalive(n: int, root: Path, tick: float) -> None:
         kill_leftover_workers(serve.data_dir)
 
 
-def client_main(port: int, token: str, n: int, go: str, out: str) -> None:
+def client_main(port: int, token: str, n: int, go: str, out: str, path: str = "/v1/jobs") -> None:
     """One client process: connect, write ``<out>.ready``, wait for the file ``go`` (so that
-    every client starts together), then ``n`` submissions one at a time on its kept-alive
-    connection; latencies to ``out``."""
+    every client starts together), then ``n`` requests one at a time on its kept-alive
+    connection (``POST /v1/jobs``, or ``GET path``); latencies and its own CPU time over them
+    to ``out``."""
     conn = Conn(port, {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     body = json.dumps(JOB).encode()
     conn.once("GET", "/v1/health", None, 200)  # connected before the clock starts
     conn.latencies = []
     Path(out + ".ready").touch()
+    idle_since = time.monotonic()
     while not Path(go).exists():
         time.sleep(0.002)
+        if time.monotonic() - idle_since > 2.0:  # within the server's keep-alive timeout (5 s)
+            conn.once("GET", "/v1/health", None, 200)
+            idle_since = time.monotonic()
+    conn.latencies = []
+    cpu0 = time.process_time()
     for _ in range(n):
-        conn.once("POST", "/v1/jobs", body, 201)
-    Path(out).write_text(json.dumps({"end": time.time(), "latencies": conn.latencies}))
+        if path == "/v1/jobs":
+            conn.once("POST", "/v1/jobs", body, 201)
+        else:
+            conn.once("GET", path, None, 200)
+    cpu = time.process_time() - cpu0
+    Path(out).write_text(json.dumps({"end": time.time(), "latencies": conn.latencies, "cpu": cpu}))
+
+
+@dataclass(frozen=True)
+class ClientsRun:
+    rate: float  # requests/s over the run's wall time
+    latencies: list[float]
+    server_cpu_s: float  # the server's utime + stime over the run
+    client_cpu_s: float  # every client process's own CPU over its requests
+
+
+def drive(port: int, token: str, pid: int, n: int, clients: int, root: Path,
+          path: str = "/v1/jobs") -> ClientsRun:
+    """``n`` requests from ``clients`` client processes, started together, to the server at
+    ``port`` (process ``pid``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    go = root / f"go{path.replace('/', '-')}"
+    outs = [root / f"client{path.replace('/', '-')}-{i}.json" for i in range(clients)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--client", str(port), token,
+                               str(n // clients), str(go), str(out), path]) for out in outs]
+    wait_for(lambda: all(Path(f"{o}.ready").exists() for o in outs), 300, "the clients")
+    cpu0 = cpu_s(pid)
+    start_at = time.time()
+    go.touch()
+    for p in procs:
+        assert p.wait(1800) == 0, "a client failed"
+    cpu1 = cpu_s(pid)
+    got = [json.loads(o.read_text()) for o in outs]
+    lat = [x for g in got for x in g["latencies"]]
+    wall = max(g["end"] for g in got) - start_at
+    return ClientsRun(len(lat) / wall, lat, cpu1 - cpu0, sum(g["cpu"] for g in got))
 
 
 def cpu_s(pid: int) -> float:
@@ -257,34 +302,52 @@ def client_run(n: int, clients: int, root: Path, db_url: str, src: str | None,
     token = (serve.data_dir / "admin.token").read_text().strip()
     assert serve.proc is not None
     try:
-        go = root / "go"
-        outs = [root / f"client-{i}.json" for i in range(clients)]
-        procs = [subprocess.Popen([sys.executable, __file__, "--client", str(serve.port), token,
-                                   str(n // clients), str(go), str(out)]) for out in outs]
-        wait_for(lambda: all(Path(f"{o}.ready").exists() for o in outs), 300, "the clients")
-        cpu0 = cpu_s(serve.proc.pid)
-        start_at = time.time()
-        go.touch()
-        for p in procs:
-            assert p.wait(1800) == 0, "a client failed"
-        cpu1 = cpu_s(serve.proc.pid)
-        got = [json.loads(o.read_text()) for o in outs]
-        lat = [x for g in got for x in g["latencies"]]
-        wall = max(g["end"] for g in got) - start_at
+        run = drive(serve.port, token, serve.proc.pid, n, clients, root)
         with serve.client() as c:
             stored = len(c.jobs())
-        assert stored == len(lat), f"{stored} jobs stored, {len(lat)} submitted"
+        assert stored == len(run.latencies), f"{stored} jobs stored, {len(run.latencies)} submitted"
     finally:
         serve.stop()
         kill_leftover_workers(serve.data_dir)
+    lat = run.latencies
     q = statistics.quantiles(lat, n=100)
-    return (f"n={len(lat)}  {len(lat) / wall:6.0f} /s  p50 {q[49] * 1e3:5.1f} ms  "
-            f"p99 {q[98] * 1e3:6.1f} ms  server CPU {(cpu1 - cpu0) / len(lat) * 1e3:.2f} ms/submission")
+    return (f"n={len(lat)}  {run.rate:6.0f} /s  p50 {q[49] * 1e3:5.1f} ms  "
+            f"p99 {q[98] * 1e3:6.1f} ms  server CPU {run.server_cpu_s / len(lat) * 1e3:.2f} "
+            f"ms/submission  clients' CPU {run.client_cpu_s / len(lat) * 1e3:.2f} ms/submission")
+
+
+def health_run(n: int, clients: int, root: Path, src: str | None, tick: float) -> str:
+    """``GET /v1/health`` from ``clients`` client processes to ``stint serve`` (SQLite) and to
+    the bare app, one after the other: rates, server CPU per request, and the ratio."""
+    serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}", "--tick", str(tick))
+    if src is not None:
+        serve.env = {**os.environ, "PYTHONPATH": src}
+    serve.start()
+    token = (serve.data_dir / "admin.token").read_text().strip()
+    assert serve.proc is not None
+    try:
+        stint = drive(serve.port, token, serve.proc.pid, n, clients, root / "stint", "/v1/health")
+        with bare_app(root / "bare.log") as (port, pid):
+            bare = drive(port, token, pid, n, clients, root / "bare", "/v1/health")
+    finally:
+        serve.stop()
+        kill_leftover_workers(serve.data_dir)
+
+    def line(name: str, r: ClientsRun) -> str:
+        q = statistics.quantiles(r.latencies, n=100)
+        return (f"{name} {r.rate:6.0f} /s (p99 {q[98] * 1e3:5.1f} ms, server CPU "
+                f"{r.server_cpu_s / len(r.latencies) * 1e3:.2f} ms/request)")
+
+    return f"n={n}  {line('stint', stint)}  {line('bare', bare)}  stint/bare {stint.rate / bare.rate:.2f}"
 
 
 def clients_bench(n: int, root: Path, counts: list[int], trees: list[tuple[str, str | None]],
                   pg: str | None, tick: float) -> None:
     """Every (database, clients) row for each tree, the trees interleaved row by row."""
+    for clients in counts:  # the HTTP stack alone: what a submission cannot go below
+        for name, src in trees:
+            line = health_run(n, clients, root / f"health-{clients}-{name}", src, tick)
+            print(f"health            clients={clients}  tree={name:<7} {line}", flush=True)
     dbs = ["sqlite"] + (["postgresql"] if pg else [])
     for db in dbs:
         for clients in counts:
@@ -367,7 +430,7 @@ def main() -> None:
                     "(default: this interpreter's stint)")
     ap.add_argument("--pg", default="postgresql+psycopg://127.0.0.1:5432/test",
                     help="--only clients: a PostgreSQL database ('' for SQLite only)")
-    ap.add_argument("--client", nargs=5, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--client", nargs=6, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tick", type=float, default=0.1,
                     help="controller period of the served control plane (stint serve's default: 0.5)")
     ap.add_argument("--serve-bare", type=int, default=None, help=argparse.SUPPRESS)
@@ -375,8 +438,8 @@ def main() -> None:
     if args.serve_bare is not None:
         return serve_bare(args.serve_bare)
     if args.client is not None:
-        port, token, n, go, out = args.client
-        return client_main(int(port), token, int(n), go, out)
+        port, token, n, go, out, path = args.client
+        return client_main(int(port), token, int(n), go, out, path)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         if args.only == "keepalive":

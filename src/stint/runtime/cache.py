@@ -36,6 +36,8 @@ class StatusSource(Protocol):
     def status(self, job_id: str) -> object: ...
 
 _TERMINAL = [str(t) for t in TERMINAL]
+_MAX_JOB = select(func.max(Job.id))  # (built once: read at every step, however quiet)
+_MAX_OVERRIDE = select(func.max(Override.id))
 _CHUNK = 500  # ids per IN (...) query: far below SQLite's parameter limit
 
 
@@ -67,8 +69,7 @@ class JobCache:
 
     def marker(self, r: Session) -> tuple[int, int]:
         """Changes when a job is submitted or an operator request is recorded."""
-        return (r.scalar(select(func.max(Job.id))) or 0,
-                r.scalar(select(func.max(Override.id))) or 0)
+        return r.scalar(_MAX_JOB) or 0, r.scalar(_MAX_OVERRIDE) or 0
 
     def refresh(self, r: Session, now: float) -> set[int]:
         """Bring the rows up to date inside read session ``r``; return the ids that changed."""

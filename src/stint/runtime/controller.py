@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import get_history
 
 from stint.config import Limits, UserLimits
 from stint.mechanism import Mechanism
@@ -86,7 +87,14 @@ from stint.runtime.states import (
     JobState,
     StopPurpose,
 )
-from stint.runtime.store import Store, Writes, dump_alloc, load_alloc, record_transition
+from stint.runtime.store import (
+    Store,
+    Writes,
+    dump_alloc,
+    load_alloc,
+    record_transition,
+    update_jobs,
+)
 from stint.runtime.tables import Attempt, Decision, Job, Transition
 from stint.runtime.view import (
     finishing,
@@ -359,14 +367,18 @@ class Controller:
             return
         notes = []  # rows whose only change is what users read (a waiting reason, a decision)
         with self.store.session() as w:
+            rows = []
             for job in changed:
-                values = {a.key: a.value for a in inspect(job).attrs if a.history.has_changes()}
+                state = inspect(job)  # (only the attributes set since the load can differ)
+                values = {k: getattr(job, k) for k in state.committed_state
+                          if get_history(job, k).has_changes()}
                 if values:  # (a column set to the value it had marks the row, changes nothing)
-                    w.execute(update(Job).where(Job.id == job.id).values(**values))
+                    rows.append((job.id, values))
                 if values.keys() <= _NOTES:
                     notes.append(job)
                 else:
                     self._pending.add(str(job.id))
+            update_jobs(w, rows)
             w.add_all(rec.items)
             self._flush_marks(w)
         self.cache.noted(notes)  # not news to the policy: its view of them did not change
@@ -910,14 +922,16 @@ class Controller:
         def wall(x: float | None) -> float | None:
             return None if x is None else self.epoch + x
 
+        rows = []
+        for st in statuses:
+            e = est[st.job_id]
+            lo, hi = bands.get(st.job_id, (None, None))
+            rows.append((int(st.job_id), {
+                "est_start_at": wall(e.start_s), "est_finish_at": wall(e.finish_s),
+                "est_start_lo_at": wall(lo), "est_start_hi_at": wall(hi),
+                "queue_position": place.get(st.job_id)}))
         with self.store.session() as w:
-            for st in statuses:
-                e = est[st.job_id]
-                lo, hi = bands.get(st.job_id, (None, None))
-                w.execute(update(Job).where(Job.id == int(st.job_id)).values(
-                    est_start_at=wall(e.start_s), est_finish_at=wall(e.finish_s),
-                    est_start_lo_at=wall(lo), est_start_hi_at=wall(hi),
-                    queue_position=place.get(st.job_id)))
+            update_jobs(w, rows)
 
     def _fitted_costs(self, now: float) -> FittedCosts | None:
         """The live cost model fitted from this store's last attempts, refitted every

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -48,10 +49,11 @@ from stint.runtime.usage import Check, UsageBook
 ADMIN_NAME = "admin"
 TOKEN_TTL_S = 5.0  # how long a token lookup is remembered (see Store.caller_for_token)
 
-# The submission's two inserts, built once: building them per request (``insert().values(...)``)
-# costs more CPU than executing them.
+# An array's first task, built once (its id becomes the array's).
 _INSERT_JOB = insert(Job).returning(Job.id)
-_INSERT_FIRST_TRANSITION = insert(Transition)
+# Every column NULL: the base of the ``Job`` an insert returns (``_job_values`` sets the rest):
+# reading an attribute never set costs many times reading a set one.
+_NULL_JOB: dict[str, Any] = {c.key: None for c in Job.__table__.columns}
 
 
 def normalize_url(url: str) -> str:
@@ -464,26 +466,38 @@ class Store:
 
     # -- jobs ------------------------------------------------------------------------------
     def add_job(self, spec: NewJob, caller: Caller, now: float, check: Check | None = None) -> Job:
-        """Insert a queued job and its first transition (Core statements: the API's hot path).
-        ``check``, if given, is called with the caller's usage (unfinished jobs, their
-        ``max_gpus``) first and refuses the job by raising; the job's place is reserved until
-        it is committed (``UsageBook``)."""
-        values = _job_values(spec, caller, now)
+        """Insert a queued job and its first transition. ``check``, if given, is called with the
+        caller's usage (unfinished jobs, their ``max_gpus``) first and refuses the job by
+        raising; the job's place is reserved until it is committed (``UsageBook``). The API
+        submits through ``runtime.intake`` instead: many jobs a transaction."""
         if check is not None:
             self.usage.reserve(caller.user_id, 1, spec.max_gpus, check)
         try:
-            with self.engine.begin() as conn:
-                job_id = conn.execute(_INSERT_JOB, values).scalar_one()
-                conn.execute(_INSERT_FIRST_TRANSITION, {
-                    "job_id": job_id, "src": "", "dst": str(JobState.QUEUED), "at": now,
-                    "attempt": 0, "reason": f"submitted by {caller.name}"})
+            (job,) = self.insert_jobs([(spec, caller, now)])
         except BaseException:
             if check is not None:
                 self.usage.release(caller.user_id, 1, spec.max_gpus)
             raise
         if check is not None:
             self.usage.done(caller.user_id, 1, spec.max_gpus)
-        return Job(id=job_id, **values)
+        return job
+
+    def insert_jobs(self, jobs: Sequence[tuple[NewJob, Caller, float]]) -> list[Job]:
+        """Insert queued jobs (spec, owner, submission time) and their first transitions in one
+        transaction (one commit, one WAL flush), in order; the jobs as stored. No limits are
+        checked here (``add_job``, ``runtime.intake``)."""
+        if not jobs:
+            return []
+        rows = [_job_values(spec, caller, now) for spec, caller, now in jobs]
+        with self.engine.begin() as conn:
+            for row, job_id in zip(rows, _new_job_ids(conn, len(rows)), strict=True):
+                row["id"] = job_id
+            _insert_many(conn, "jobs", rows)
+            _insert_many(conn, "transitions", [
+                {"job_id": row["id"], "src": "", "dst": str(JobState.QUEUED), "at": now,
+                 "attempt": 0, "reason": f"submitted by {caller.name}"}
+                for row, (_spec, caller, now) in zip(rows, jobs, strict=True)])
+        return [Job(**{**_NULL_JOB, **row}) for row in rows]
 
     def add_array(self, spec: NewJob, caller: Caller, now: float, indices: range,
                   parallel: int | None = None, check: Check | None = None) -> list[int]:
@@ -671,6 +685,17 @@ def _copy_rows(conn: Connection, table: str, keys: list[str], rows: list[dict[st
             copy.write_row(tuple(r[k] for k in keys))
 
 
+def _new_job_ids(conn: Connection, n: int) -> list[int]:
+    """``n`` fresh job ids inside a writing transaction: PostgreSQL's from the column's
+    sequence; SQLite's the next after the largest (what it would pick itself: the transaction
+    holds the write lock, and job rows are never deleted)."""
+    if conn.dialect.name == "postgresql":
+        q = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
+        return sorted(int(r[0]) for r in conn.exec_driver_sql(q, (n,)))
+    top = int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM jobs").scalar_one())
+    return list(range(top + 1, top + 1 + n))
+
+
 def _job_values(spec: NewJob, caller: Caller, now: float) -> dict[str, Any]:
     """The columns of a job just submitted (queued, never run)."""
     return {
@@ -698,6 +723,20 @@ class Writes(Protocol):
     """Where transition rows go: a session, or the controller's step recorder."""
 
     def add(self, instance: object) -> None: ...
+
+
+def update_jobs(s: Session, changes: Sequence[tuple[int, dict[str, Any]]]) -> None:
+    """Set columns of job rows (job id, column -> value) inside ``s``: one statement executed
+    for many rows per set of columns (a statement a row costs more to build than to run, at
+    thousands of rows a step)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job_id, values in changes:
+        groups.setdefault(tuple(sorted(values)), []).append(
+            {"k_id": job_id, **{f"v_{k}": v for k, v in values.items()}})
+    for keys, rows in groups.items():
+        stmt = update(Job).where(Job.id == bindparam("k_id")).values(
+            {k: bindparam(f"v_{k}") for k in keys})
+        s.connection().execute(stmt, rows)
 
 
 def record_transition(

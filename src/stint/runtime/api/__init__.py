@@ -18,6 +18,7 @@ from stint.runtime.api import arrays, cluster, jobs, logs, pins, users
 from stint.runtime.api.context import ApiContext, ApiSettings, NodeCache, Who, must_be_admin
 from stint.runtime.api.errors import add_error_handlers
 from stint.runtime.api.logs import LOG_CHUNK, _read_log
+from stint.runtime.intake import Intake
 from stint.runtime.store import Store
 
 __all__ = ["LOG_CHUNK", "MAX_BODY_BYTES", "ApiContext", "ApiSettings", "Who", "_read_log", "create_app",
@@ -30,7 +31,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # larger bodies: 413 before authentication; a 
 def create_app(store: Store, settings: ApiSettings) -> FastAPI:
     # The body limit is middleware: a larger body is a 413 before any route or token is read.
     app = FastAPI(title="stint control plane", version="1", max_body_size=MAX_BODY_BYTES)
-    app.state.api = ApiContext(store, settings, NodeCache(store))
+    app.state.api = ApiContext(store, settings, NodeCache(store), Intake(store))
     add_error_handlers(app)
     for part in (cluster, jobs, logs, pins, arrays, users):
         app.include_router(part.router)

@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from stint.config import Limits
+from stint.runtime.intake import Intake
 from stint.runtime.reads import progress_out
 from stint.runtime.schemas import MAX_ID, JobOut, ProgressOut
 from stint.runtime.states import TERMINAL
@@ -86,11 +87,13 @@ class NodeCache:
 
 @dataclass(frozen=True, slots=True)
 class ApiContext:
-    """The store, the settings and the node cache every handler reaches (``Ctx``)."""
+    """The store, the settings, the node cache and the submissions' group commit every handler
+    reaches (``Ctx``)."""
 
     store: Store
     settings: ApiSettings
     nodes: NodeCache
+    intake: Intake
 
     def own_job(self, job_id: int, who: Caller) -> Job:
         """The job, if the caller sees it (their own; any for an admin), else 404."""

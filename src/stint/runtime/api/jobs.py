@@ -27,15 +27,17 @@ from stint.runtime.store import Caller, JobFilter, JobOrder
 router = APIRouter()
 
 
-@router.post("/v1/jobs", status_code=201)
-def submit(body: JobIn, who: Who, api: Ctx) -> JobOut:
-    store, settings, nodes, out = api.store, api.settings, api.nodes, api.out
+@router.post("/v1/jobs", status_code=201, response_model=JobOut)
+async def submit(body: JobIn, who: Who, api: Ctx) -> Response:
+    """On the event loop (no thread-pool hop); answered once committed, in a transaction
+    shared with the submissions that arrived meanwhile (``runtime.intake``)."""
+    settings, nodes, out = api.settings, api.nodes, api.out
     spec = _check_job(body, nodes.gpus(), _run_as(who, settings), nodes.type_gpus(),
                       nodes.hosts())
     limits, key = settings.limits.of(who.name), settings.limits.key_of(who.name)
-    job = store.add_job(spec, who, settings.clock(),
-                        check=lambda usage: _check_limits(spec, usage, limits, key))
-    return out(job, who)
+    job = await api.intake.add_job(spec, who, settings.clock(),
+                                   check=lambda usage: _check_limits(spec, usage, limits, key))
+    return Response(out(job, who).model_dump_json(), 201, media_type="application/json")
 
 
 @router.post("/v1/jobs/dry-run")
