@@ -48,7 +48,8 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI  # the bare app's; its routes' annotations resolve here
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
+_TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(_TESTS / "runtime"), str(_TESTS)]  # rt_helpers imports the shared builders
 
 from rt_helpers import ServeProc, free_port, kill_leftover_workers, peer_nodelay, wait_for
 
