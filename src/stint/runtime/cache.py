@@ -16,11 +16,13 @@ or a restart, when cached rows cannot be trusted).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Protocol
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, Update, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.orm.base import NO_VALUE
 
 from stint.model.job import JobSpec
 from stint.perf.model import PerfModel
@@ -200,3 +202,32 @@ _COLUMNS = tuple(c.key for c in Job.__table__.columns if c.key not in NOTE_COLUM
 def _columns(job: Job) -> tuple[object, ...]:
     d = job.__dict__
     return tuple(d.get(c) for c in _COLUMNS)
+
+
+def changes(job: Job) -> dict[str, object]:
+    """The columns of a loaded row changed since it was loaded, with their new values (a column
+    set to the value it had is no change). Read from the row's committed state: the attribute
+    histories say the same at many times the cost, for 100,000 rows."""
+    d = job.__dict__
+    return {k: d.get(k) for k, old in instance_state(job).committed_state.items()
+            if old is NO_VALUE or d.get(k) != old}
+
+
+def write_changes(w: Session, rows: Iterable[tuple[int, dict[str, object]]]) -> None:
+    """Write each row's changed columns (``changes``) in session ``w``: one statement per set of
+    columns, executed for all the rows that changed that set (as the first pass's waiting
+    reasons, one per queued job)."""
+    groups: dict[tuple[str, ...], list[dict[str, object]]] = {}
+    for job_id, values in rows:
+        if values:
+            groups.setdefault(tuple(sorted(values)), []).append(
+                {**{f"v_{k}": v for k, v in values.items()}, "row_id": job_id})
+    for keys, params in groups.items():
+        w.connection().execute(_update_of(keys), params)
+
+
+@cache
+def _update_of(keys: tuple[str, ...]) -> Update:
+    """Executed on the session's connection (Core, many rows at once: no ORM bulk rules)."""
+    return update(Job).where(Job.id == bindparam("row_id")).values(
+        {k: bindparam(f"v_{k}") for k in keys})

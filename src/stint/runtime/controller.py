@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import bindparam, inspect, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from stint.config import Limits, UserLimits
@@ -64,7 +64,7 @@ from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.policies.typed import wrap
 from stint.reconcile import Action, ActionKind, classify
 from stint.runtime.accounts import launch_refusal
-from stint.runtime.cache import NOTE_COLUMNS, JobCache
+from stint.runtime.cache import NOTE_COLUMNS, JobCache, changes, write_changes
 from stint.runtime.executor.base import (
     Executor,
     ExecutorError,
@@ -357,11 +357,11 @@ class Controller:
             return
         notes = []  # rows whose only change is what users read (a waiting reason, a decision)
         with self.store.session() as w:
-            for job in changed:
-                values = {a.key: a.value for a in inspect(job).attrs if a.history.has_changes()}
-                if values:  # (a column set to the value it had marks the row, changes nothing)
-                    w.execute(update(Job).where(Job.id == job.id).values(**values))
-                if values.keys() <= _NOTES:
+            # (a column set to the value it had marks the row, changes nothing)
+            values = [(job.id, changes(job)) for job in changed]
+            write_changes(w, values)
+            for job, (_, v) in zip(changed, values, strict=True):
+                if v.keys() <= _NOTES:
                     notes.append(job)
                 else:
                     self._pending.add(str(job.id))
