@@ -325,7 +325,8 @@ class Controller:
                 self._apply_policy(step)
             waiting = {j.id: j for j in (*special, *step.targeted)}
             self._launch_targets(step, [waiting[i] for i in sorted(waiting)])
-            self._commit(rec)
+            # Without the policy, a step changes only the rows it looks at (not plain ones).
+            self._commit(rec, None if ask else [*special, *(jobs[i] for i in _exited(exits) if i in jobs)])
             self._count(rec, jobs)
         except Exception:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
@@ -349,10 +350,11 @@ class Controller:
             log.exception("forecast failed; estimated starts are not updated")
             self.cache.invalidate()
 
-    def _commit(self, rec: _Recorder) -> None:
+    def _commit(self, rec: _Recorder, scope: list[Job] | None) -> None:
         """Write the columns the step changed (only those: the API may have set request columns
-        meanwhile) and the transitions, in one transaction."""
-        changed = self.cache.modified()
+        meanwhile) and the transitions, in one transaction. ``scope``: the rows it may have
+        changed (None: any)."""
+        changed = self.cache.modified(scope)
         if not changed and not rec.items and not self._marks:
             return
         notes = []  # rows whose only change is what users read (a waiting reason, a decision)
@@ -776,15 +778,16 @@ class Controller:
         changed = self._pending | self.cache.touched()
         self._pending = set()
         t = now - self.epoch
-        plain = self.cache.is_plain
-        held_back = _held_back(jobs)
+        plain = self.cache.plain()
+        held_back = _held_back(self.cache.parallel())
         changed |= {str(i) for i in self._held_back - held_back}  # new to the policy
         self._held_back = held_back
-        statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
-                    if (plain(i) or _policy_sees(j)) and i not in held_back]
+        statuses = self.cache.statuses_of(
+            [(i, j) for i, j in jobs.items() if (i in plain or _policy_sees(j)) and i not in held_back],
+            t, self.executor)
         known = {st.job_id: st for st in statuses}
         mech = self.mechanism
-        mech.ledger = self._ledger(jobs)
+        mech.ledger = self._ledger({j.id: j for j in self.cache.special()})  # plain: hold none
         decision = mech.decide(t, statuses, tuple(sorted(changed)), by_id=known,
                                stream=self.cache.stream, history=id(self), explain=True)
         report.plan_s, plan = decision.plan_s, decision.plan
@@ -802,8 +805,9 @@ class Controller:
         if ending:
             plan = Plan({j: a for j, a in plan.allocations.items() if j not in ending},
                         {j: why for j, why in plan.reject.items() if j not in ending})
+        named = [j for j in (*plan.allocations, *plan.reject) if j in known]  # (stage reads only these)
         staged, unknown = mech.stage(plan, known, pinned=pinned,
-                                     has_run={j: jobs[int(j)].attempt > 0 for j in known})
+                                     has_run={j: jobs[int(j)].attempt > 0 for j in named})
         for why in unknown:
             text = f"policy {self.policy.name}: {why}"
             log.warning("%s", text)
@@ -1191,6 +1195,11 @@ def _held_back(jobs: dict[int, Job]) -> set[int]:
         waiting.sort(key=lambda j: (j.array_index or 0, j.id))
         held.update(j.id for j in waiting[max(0, parallel - started):])
     return held
+
+
+def _exited(exits: list[JobExit]) -> list[int]:
+    """The job ids of ``exits`` (an exit of a worker not started as a job's has none)."""
+    return [int(e.job_id) for e in exits if e.job_id.isdigit()]
 
 
 def _policy_sees(job: Job) -> bool:
