@@ -2,8 +2,9 @@
 
 1. 10,000 job submissions through the HTTP API of a real ``stint serve`` (SQLite, controller loop
    running), from 1 client and from 4 concurrent clients: submissions/s and p50/p99 latency.
-2. One controller step (scheduling pass) over 10,000 queued jobs, in-process: store -> ClusterView
-   -> policy.plan -> reconcile -> intents, for each policy given.
+2. Controller steps (scheduling passes) over 10,000 queued jobs, in-process: store -> ClusterView
+   -> policy.plan -> reconcile -> intents, for each policy given (``scheduling_pass``), and the
+   store's admission latency at depth 0 and at that depth.
 3. ``--only keepalive``: requests/s on one kept-alive connection (``http.client``, one request at
    a time), ``GET /v1/health`` and the ``POST /v1/jobs`` of ``stint submit`` (SQLite), against a
    bare FastAPI app with the same two routes served by the same uvicorn (h11, asyncio, its own
@@ -52,7 +53,8 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI  # the bare app's; its routes' annotations resolve here
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
+_TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(_TESTS / "runtime"), str(_TESTS)]  # rt_helpers imports the shared builders
 
 from rt_helpers import ServeProc, free_port, kill_leftover_workers, peer_nodelay, wait_for
 
@@ -388,6 +390,11 @@ def array_accept(n: int, root: Path, pg: str | None, tick: float) -> None:
 
 
 def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
+    """One controller over ``n`` queued jobs (stored as arrays of 10,000 tasks, one transaction
+    each: the setup, not timed), its steps timed: the cold step, a full pass (reload + rebuild),
+    an incremental pass (nothing new), a pass after one submission (the policy is asked), and a
+    restarted controller's first pass (reload, every job's status, the policy over all); then
+    the store's admission latency (``add_job``, median of 200) at depth 0 and at depth ``n``."""
     from stint.policies import make
     from stint.runtime.controller import Controller, ControllerConfig
     from stint.runtime.executor.local import LocalExecutor
@@ -398,10 +405,12 @@ def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
     caller = store.caller_for_token(store.create_token("bench", 0.0))
     assert caller is not None
     spec = NewJob("q", ["sleep", "600"], 4, 4, 4, "standard", 1.0, None)
-    for i in range(n):
-        store.add_job(spec, caller, float(i))
+    at_0 = admission(store, spec, caller, 0.0)
+    for i, lo in enumerate(range(0, n, 10_000)):
+        store.add_array(spec, caller, float(i + 1), range(lo, min(n, lo + 10_000)))
     executor = LocalExecutor(root / f"ex-{policy}", nodes=2, gpus_per_node=2)
-    ctl = Controller(store, executor, make(policy), ControllerConfig(jobs_dir=root / "jobs"))
+    config = ControllerConfig(jobs_dir=root / "jobs")
+    ctl = Controller(store, executor, make(policy), config)
     t0 = time.perf_counter()
     first = ctl.step(float(n))  # cold: loads every row, starts the first job, queues the rest
     t1 = time.perf_counter()
@@ -413,11 +422,34 @@ def scheduling_pass(n: int, policy: str, root: Path) -> dict[str, float]:
     t4 = time.perf_counter()
     incr = ctl.step(float(n) + 2)
     t5 = time.perf_counter()
+    store.add_job(spec, caller, float(n) + 3)  # a submission: the policy is asked
+    t6 = time.perf_counter()
+    asked = ctl.step(float(n) + 3)
+    t7 = time.perf_counter()
+    again = Controller(store, executor, make(policy), config)  # a restart (same workers)
+    t8 = time.perf_counter()
+    restart = again.step(float(n) + 4)
+    t9 = time.perf_counter()
+    at_n = admission(store, spec, caller, float(n) + 5)
     for jid in executor.running():
         executor.kill(jid)
     assert len(first.launched) == 1 and not full.launched and not incr.launched
+    assert not asked.launched and not restart.launched
     return {"cold step (launches 1)": t1 - t0, "full pass": t3 - t2,
-            "full pass policy.plan": full.plan_s, "incremental pass": t5 - t4}
+            "full pass policy.plan": full.plan_s, "incremental pass": t5 - t4,
+            "pass after a submission": t7 - t6, "its policy.plan": asked.plan_s,
+            "restart pass": t9 - t8, "restart policy.plan": restart.plan_s,
+            "admission at depth 0": at_0, f"admission at depth {n}": at_n}
+
+
+def admission(store: Any, spec: Any, caller: Any, now: float) -> float:
+    """The median time of 200 ``Store.add_job`` calls (the API's insert of a submission)."""
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        store.add_job(spec, caller, now)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -464,7 +496,8 @@ def main() -> None:
         for policy in [] if args.only == "submit" else args.policies.split(","):
             times = scheduling_pass(args.jobs, policy, root)
             print(f"pass  policy={policy:<9} queued={args.jobs}  " + "  ".join(
-                f"{k} {v:.3f} s" for k, v in times.items()), flush=True)
+                f"{k} {v * 1e3:.2f} ms" if k.startswith("admission") else f"{k} {v:.3f} s"
+                for k, v in times.items()), flush=True)
 
 
 if __name__ == "__main__":

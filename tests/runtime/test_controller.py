@@ -190,6 +190,29 @@ def test_a_resync_reports_exactly_the_rows_that_changed(h: Harness) -> None:
     assert cache.stream == stream + 1
 
 
+def test_the_cache_keeps_its_special_rows_apart_from_the_plain_queued_ones(h: Harness) -> None:
+    """The rows a step looks at besides the policy (``special``) follow each refresh, incremental
+    or full: a request makes a queued row special, its end drops it from the cache."""
+    from sqlalchemy import update
+
+    from stint.runtime.cache import JobCache
+
+    a, b = h.submit(["true"]), h.submit(["true"])
+    cache = JobCache(0.0, h.ctl.perf, resync_s=10.0)
+    with h.store.read() as r:
+        cache.refresh(r, 0.0)
+    assert cache.special() == [] and cache.plain() == {a, b}
+    h.store.request(b, h.caller, "cancel", "", 1.0, cancel_requested=True)
+    with h.store.read() as r:
+        assert cache.refresh(r, 1.0) == {b}  # incremental: the request's row
+    assert [j.id for j in cache.special()] == [b] and cache.plain() == {a}
+    with h.store.session() as w:
+        w.execute(update(Job).where(Job.id == b).values(state="cancelled"))
+    with h.store.read() as r:
+        assert cache.refresh(r, 20.0) == {b}  # a full reload: the row has ended
+    assert cache.special() == [] and cache.plain() == {a} and set(cache.rows) == {a}
+
+
 def test_a_pin_on_a_queued_job_waits_for_the_policy(h: Harness, tmp_path: Path) -> None:
     """An admin's resize of a queued job is recorded; the policy still decides when it starts
     (FIFO: not ahead of the 4-GPU job at the head of the queue)."""

@@ -21,6 +21,7 @@ from typing import Protocol
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.orm.base import NO_VALUE
 
 from stint.model.job import JobSpec
 from stint.perf.model import PerfModel
@@ -50,7 +51,7 @@ class JobCache:
         self.member = member
         self.resync_s = resync_s
         self.rows: dict[int, Job] = {}  # active jobs, in id (arrival) order
-        self.statuses: dict[str, JobStatus] = {}
+        self.statuses: dict[int, JobStatus] = {}  # by job id
         self.users: dict[int, str] = {}
         self.stream = 0  # bumped on every full reload (tells incremental policies to rebuild)
         self._max_job = 0
@@ -58,6 +59,8 @@ class JobCache:
         self._synced_at = float("-inf")
         self._stale: set[int] = set()
         self._plain: set[int] = set()  # queued or preempted, no request, pin, target or backoff
+        self._special: set[int] = set()  # the other active rows (``special``)
+        self._parallel: set[int] = set()  # array tasks with an ``array_parallel`` (``parallel``)
         self._trusted = False  # the cached rows match the store (a resync may diff against them)
         self._noted: set[int] = set()  # stale rows whose change no policy sees (``noted``)
 
@@ -114,12 +117,18 @@ class JobCache:
         self._stale, self._noted = set(), set()
         r.expunge_all()  # decide on detached rows: nothing is written until the step commits
         for jid in changed:
-            self.statuses.pop(str(jid), None)
+            self.statuses.pop(jid, None)
             row = self.rows.get(jid)
-            if row is not None and _plain(row):
-                self._plain.add(jid)
+            kind = None if row is None else self._plain if _plain(row) else self._special
+            for group in (self._plain, self._special):
+                if group is kind:
+                    group.add(jid)
+                else:
+                    group.discard(jid)
+            if row is not None and row.__dict__["array_parallel"] is not None:
+                self._parallel.add(jid)
             else:
-                self._plain.discard(jid)
+                self._parallel.discard(jid)
         return changed
 
     def _mine(self, q: Select[Job]) -> Select[Job]:
@@ -128,45 +137,66 @@ class JobCache:
     def special(self) -> list[Job]:
         """Rows the step must look at besides the policy: holding GPUs, in a transient state, or
         with a request, pin or target. Plain queued rows are left to the policy."""
-        return [self.rows[i] for i in sorted(self.rows.keys() - self._plain)]
+        rows = self.rows
+        return [rows[i] for i in sorted(self._special) if i in rows]
+
+    def parallel(self) -> dict[int, Job]:
+        """The rows of array tasks that have an ``array_parallel``, in id order."""
+        rows = self.rows
+        return {i: rows[i] for i in sorted(self._parallel) if i in rows}
 
     def is_plain(self, job_id: int) -> bool:
         return job_id in self._plain
+
+    def plain(self) -> frozenset[int] | set[int]:
+        """The ids of the plain queued rows (``special``'s complement); not to be changed."""
+        return self._plain
 
     def status(self, job_id: int, job: Job, now: float, reports: StatusSource) -> JobStatus:
         """The policy's view of ``job`` at store time ``now``. Cached until the row changes
         (progress is lazy, so a cached status stays exact), except for jobs that count declared
         steps, which are re-read with the SDK's latest report."""
-        key = str(job_id)
-        st = self.statuses.get(key)
+        st = self.statuses.get(job_id)
         if st is None or job.total_steps:
-            report = reports.status(key) if job.total_steps and job.holding_since else None
-            st = self.statuses[key] = status_of(job, self.users.get(job.user_id, "?"), self.epoch,
+            report = reports.status(str(job_id)) if job.total_steps and job.holding_since else None
+            st = self.statuses[job_id] = status_of(job, self.users.get(job.user_id, "?"), self.epoch,
                                                 self.perf, report if isinstance(report, dict)
                                                 else None, now)
         return st
 
+    def statuses_of(self, rows: Iterable[tuple[int, Job]], now: float,
+                    reports: StatusSource) -> list[JobStatus]:
+        """``status`` of each (id, row), in order; the cached ones without a call each."""
+        got, out = self.statuses, []
+        for job_id, job in rows:
+            st = got.get(job_id)
+            if st is None or job.__dict__["total_steps"]:
+                st = self.status(job_id, job, now, reports)
+            out.append(st)
+        return out
+
     def spec(self, job: Job) -> JobSpec:
         """The job's spec (from its cached status when there is one)."""
-        st = self.statuses.get(str(job.id))
+        st = self.statuses.get(job.id)
         return st.spec if st is not None else spec_of(job, self.users.get(job.user_id, "?"),
                                                        self.epoch)
 
     def touched(self) -> set[str]:
         """Ids of rows changed so far in this step; their cached statuses are dropped."""
-        ids = {str(j.id) for j in self.rows.values() if instance_state(j).modified}
+        ids = [j.id for j in _modified(self.rows.values())]
         for key in ids:
             self.statuses.pop(key, None)
-        return ids
+        return {str(i) for i in ids}
 
-    def modified(self) -> list[Job]:
+    def modified(self, scope: Iterable[Job] | None = None) -> list[Job]:
         """Rows the current step changed; they are reloaded at the next refresh, and their
         cached statuses are dropped (a forecast later in the step sees the changes: a job the
-        plan started holds its GPUs, it is not in the queue)."""
-        out = [j for j in self.rows.values() if instance_state(j).modified]
+        plan started holds its GPUs, it is not in the queue). ``scope``: the only rows the step
+        can have changed (default: every row)."""
+        out = _modified(self.rows.values() if scope is None else {j.id: j for j in scope}.values())
         self._stale.update(j.id for j in out)
         for j in out:
-            self.statuses.pop(str(j.id), None)
+            self.statuses.pop(j.id, None)
         return out
 
     def noted(self, jobs: Iterable[Job]) -> None:
@@ -174,6 +204,11 @@ class JobCache:
         they are reloaded, but not reported changed to the policy (its view of them is the
         same)."""
         self._noted.update(j.id for j in jobs)
+
+
+def _modified(rows: Iterable[Job]) -> list[Job]:
+    """The rows changed since they were loaded."""
+    return [j for j in rows if instance_state(j).modified]
 
 
 def _plain(job: Job) -> bool:
@@ -201,3 +236,12 @@ _COLUMNS = tuple(c.key for c in Job.__table__.columns if c.key not in NOTE_COLUM
 def _columns(job: Job) -> tuple[object, ...]:
     d = job.__dict__
     return tuple(d.get(c) for c in _COLUMNS)
+
+
+def changes(job: Job) -> dict[str, object]:
+    """The columns of a loaded row changed since it was loaded, with their new values (a column
+    set to the value it had is no change). Read from the row's committed state: the attribute
+    histories say the same at many times the cost, for 100,000 rows."""
+    d = job.__dict__
+    return {k: d.get(k) for k, old in instance_state(job).committed_state.items()
+            if old is NO_VALUE or d.get(k) != old}

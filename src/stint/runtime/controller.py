@@ -49,9 +49,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import bindparam, inspect, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import get_history
 
 from stint.config import Limits, UserLimits
 from stint.mechanism import Mechanism
@@ -65,7 +64,7 @@ from stint.policies.base import JobStatus, Policy, unexplained_wait
 from stint.policies.typed import wrap
 from stint.reconcile import Action, ActionKind, classify
 from stint.runtime.accounts import launch_refusal
-from stint.runtime.cache import NOTE_COLUMNS, JobCache
+from stint.runtime.cache import NOTE_COLUMNS, JobCache, changes
 from stint.runtime.executor.base import (
     Executor,
     ExecutorError,
@@ -335,7 +334,8 @@ class Controller:
                 self._apply_policy(step)
             waiting = {j.id: j for j in (*special, *step.targeted)}
             self._launch_targets(step, [waiting[i] for i in sorted(waiting)])
-            self._commit(rec)
+            # Without the policy, a step changes only the rows it looks at (not plain ones).
+            self._commit(rec, None if ask else [*special, *(jobs[i] for i in _exited(exits) if i in jobs)])
             self._count(rec, jobs)
         except Exception:
             self.cache.invalidate()  # the detached rows hold uncommitted changes: reload all
@@ -359,26 +359,23 @@ class Controller:
             log.exception("forecast failed; estimated starts are not updated")
             self.cache.invalidate()
 
-    def _commit(self, rec: _Recorder) -> None:
+    def _commit(self, rec: _Recorder, scope: list[Job] | None) -> None:
         """Write the columns the step changed (only those: the API may have set request columns
-        meanwhile) and the transitions, in one transaction."""
-        changed = self.cache.modified()
+        meanwhile) and the transitions, in one transaction. ``scope``: the rows it may have
+        changed (None: any)."""
+        changed = self.cache.modified(scope)
         if not changed and not rec.items and not self._marks:
             return
         notes = []  # rows whose only change is what users read (a waiting reason, a decision)
         with self.store.session() as w:
-            rows = []
-            for job in changed:
-                state = inspect(job)  # (only the attributes set since the load can differ)
-                values = {k: getattr(job, k) for k in state.committed_state
-                          if get_history(job, k).has_changes()}
-                if values:  # (a column set to the value it had marks the row, changes nothing)
-                    rows.append((job.id, values))
-                if values.keys() <= _NOTES:
+            rows = [(job.id, changes(job)) for job in changed]
+            for job, (_, v) in zip(changed, rows, strict=True):
+                if v.keys() <= _NOTES:
                     notes.append(job)
                 else:
                     self._pending.add(str(job.id))
-            update_jobs(w, rows)
+            # (a column set to the value it had marks the row, changes nothing)
+            update_jobs(w, [(job_id, v) for job_id, v in rows if v])
             w.add_all(rec.items)
             self._flush_marks(w)
         self.cache.noted(notes)  # not news to the policy: its view of them did not change
@@ -790,15 +787,16 @@ class Controller:
         changed = self._pending | self.cache.touched()
         self._pending = set()
         t = now - self.epoch
-        plain = self.cache.is_plain
-        held_back = _held_back(jobs)
+        plain = self.cache.plain()
+        held_back = _held_back(self.cache.parallel())
         changed |= {str(i) for i in self._held_back - held_back}  # new to the policy
         self._held_back = held_back
-        statuses = [self.cache.status(i, j, t, self.executor) for i, j in jobs.items()
-                    if (plain(i) or _policy_sees(j)) and i not in held_back]
+        statuses = self.cache.statuses_of(
+            [(i, j) for i, j in jobs.items() if (i in plain or _policy_sees(j)) and i not in held_back],
+            t, self.executor)
         known = {st.job_id: st for st in statuses}
         mech = self.mechanism
-        mech.ledger = self._ledger(jobs)
+        mech.ledger = self._ledger({j.id: j for j in self.cache.special()})  # plain: hold none
         decision = mech.decide(t, statuses, tuple(sorted(changed)), by_id=known,
                                stream=self.cache.stream, history=id(self), explain=True)
         report.plan_s, plan = decision.plan_s, decision.plan
@@ -816,8 +814,9 @@ class Controller:
         if ending:
             plan = Plan({j: a for j, a in plan.allocations.items() if j not in ending},
                         {j: why for j, why in plan.reject.items() if j not in ending})
+        named = [j for j in (*plan.allocations, *plan.reject) if j in known]  # (stage reads only these)
         staged, unknown = mech.stage(plan, known, pinned=pinned,
-                                     has_run={j: jobs[int(j)].attempt > 0 for j in known})
+                                     has_run={j: jobs[int(j)].attempt > 0 for j in named})
         for why in unknown:
             text = f"policy {self.policy.name}: {why}"
             log.warning("%s", text)
@@ -1214,6 +1213,11 @@ def _held_back(jobs: dict[int, Job]) -> set[int]:
         waiting.sort(key=lambda j: (j.array_index or 0, j.id))
         held.update(j.id for j in waiting[max(0, parallel - started):])
     return held
+
+
+def _exited(exits: list[JobExit]) -> list[int]:
+    """The job ids of ``exits`` (an exit of a worker not started as a job's has none)."""
+    return [int(e.job_id) for e in exits if e.job_id.isdigit()]
 
 
 def _policy_sees(job: Job) -> bool:

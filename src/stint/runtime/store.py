@@ -3,6 +3,7 @@ the API and the controller share. The store is the source of truth of the contro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -734,9 +735,14 @@ def update_jobs(s: Session, changes: Sequence[tuple[int, dict[str, Any]]]) -> No
         groups.setdefault(tuple(sorted(values)), []).append(
             {"k_id": job_id, **{f"v_{k}": v for k, v in values.items()}})
     for keys, rows in groups.items():
-        stmt = update(Job).where(Job.id == bindparam("k_id")).values(
-            {k: bindparam(f"v_{k}") for k in keys})
-        s.connection().execute(stmt, rows)
+        s.connection().execute(_update_of(keys), rows)
+
+
+@functools.cache
+def _update_of(keys: tuple[str, ...]) -> Any:
+    """The statement setting ``keys`` of the row ``k_id`` (Core, many rows at once: no ORM bulk
+    rules), built once per set of columns."""
+    return update(Job).where(Job.id == bindparam("k_id")).values({k: bindparam(f"v_{k}") for k in keys})
 
 
 def record_transition(
