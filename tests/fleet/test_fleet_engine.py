@@ -7,6 +7,7 @@ from builders import fleet, fleet_job  # type: ignore[import-not-found]
 
 from stint.model.fleet import Fleet, FleetFailure, FleetJob, draw_sizes
 from stint.perf.scaling import ScalingModel
+from stint.policies.fleet.base import link_gbps, move_cost_s, move_costs_s
 from stint.policies.fleet.registry import make_global
 from stint.policies.registry import make
 from stint.sim.engine import Simulator
@@ -140,3 +141,14 @@ def test_down_gpu_seconds_count_overlapping_failures_once() -> None:
     # a: all 16 GPUs down over [100, 400], then node 1 to 500 (8 GPUs x 100 s); b: node 0 over
     # [0, 1000] clipped to the window [0, 600]; the cut network takes nothing down
     assert fl.down_gpu_s(0.0, 600.0) == [16 * 300.0 + 8 * 100.0, 8 * 600.0]
+
+
+def test_the_costs_to_every_cluster_are_move_cost_s_to_each() -> None:
+    f = fleet(("a", "r0", 2), ("b", "r0", 2), ("c", "r1", 2), ("d", "r2", 1))
+    gbps = link_gbps(f)
+    for data in range(4):
+        job = fleet_job("j", 0.0, 100.0, data=data, ckpt_gb=3.7, data_gb=123.4)
+        for src in (None, 0, 1, 2, 3):
+            for ckpt in (False, True):
+                assert move_costs_s(f, gbps, job, src, ckpt) == [move_cost_s(f, job, src, dst, ckpt)
+                                                                 for dst in range(4)]

@@ -9,6 +9,7 @@ helpers that policies and the controller place with.)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, MutableSequence, Sequence
 from typing import TYPE_CHECKING
 
@@ -220,9 +221,11 @@ def pack_vectors(free: np.ndarray, d: np.ndarray, k: int) -> dict[int, int] | No
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def packed(workers: int, per_node: int) -> Allocation:
     """``workers`` on the fewest nodes of ``per_node`` slots each (nodes 0, 1, ...: full nodes,
-    then the rest): the placement a job would get alone on an empty cluster of such nodes."""
+    then the rest): the placement a job would get alone on an empty cluster of such nodes.
+    (Cached: an ``Allocation`` is immutable, and policies ask for the same few at every job.)"""
     full, rest = divmod(workers, per_node)
     nodes = dict.fromkeys(range(full), per_node)
     if rest:

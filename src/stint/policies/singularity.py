@@ -84,6 +84,7 @@ pass costs, and how the rules are evaluated on columns to keep it small, is in t
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -321,7 +322,8 @@ class Singularity(PolicyBase):
         self.restart_s, self.min_hold_s, self.allowance_s = restart_s, min_hold_s, allowance_s
         self.urgent_s, self.grow_margin, self.max_reclaims = urgent_s, grow_margin, max_reclaims
         self.tick_s: float | None = tick_s
-        self._moved: dict[str, float] = {}  # job id -> when this policy last changed it while it ran
+        # job id -> when this policy last changed it while it ran, oldest first (``_expire``)
+        self._moved: OrderedDict[str, float] = OrderedDict()
         self._history: int | None = None
         self._rates: dict[tuple[object, ...], float] = {}
         self._due: float | None = None
@@ -343,6 +345,7 @@ class Singularity(PolicyBase):
         waiting = [i for i, j in enumerate(queue.ids) if j not in plan.allocations and j not in plan.reject]
         if not waiting and sum(free) <= 0:
             return None
+        self._expire(view.now)
         times = [t + self.min_hold_s for t in self._moved.values() if t + self.min_hold_s > view.now]
         times += [view.now + s - self.urgent_s for s in (queue.slack[i] for i in waiting)
                   if math.isfinite(s) and s > self.urgent_s]
@@ -352,10 +355,21 @@ class Singularity(PolicyBase):
             times.append(view.now + drain - longest)
         return min(times, default=None)
 
+    def _expire(self, now: float) -> None:
+        """Forget the changes whose hold has run out at ``now`` (by both of the tests that read
+        them, ``_held`` and ``_next_due``'s): with time never going back they never count again,
+        and ``_next_due`` then reads only the holds still running, not every job ever moved."""
+        moved, hold = self._moved, self.min_hold_s
+        while moved:
+            jid, t = next(iter(moved.items()))
+            if now - t < hold or t + hold > now:
+                return
+            del moved[jid]
+
     # ------------------------------------------------------------------------------ the pass
     def plan(self, view: ClusterView) -> Plan:
         if view.history is None or view.history != self._history:  # another run's jobs
-            self._history, self._moved, self._const, self._roster = view.history, {}, {}, Roster()
+            self._history, self._moved, self._const, self._roster = view.history, OrderedDict(), {}, Roster()
             self._table = Table()
         by_id, rebuilt = self._roster.sync(view)
         for jid in list(self._const) if rebuilt else view.changed:  # (``changed`` may be incomplete)
@@ -378,6 +392,7 @@ class Singularity(PolicyBase):
         for jid in plan.allocations:
             if by_id[jid].allocation:
                 self._moved[jid] = view.now
+                self._moved.move_to_end(jid)
         self._due = self._next_due(view, queue, plan, free, math.inf if drain is None else drain)
         return plan
 

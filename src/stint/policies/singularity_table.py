@@ -43,15 +43,23 @@ def work_done_at(statuses: Sequence[JobStatus], work: np.ndarray, now: float) ->
 
 def known_totals(known: np.ndarray, done: np.ndarray) -> np.ndarray:
     """``JobStatus.known_total_at`` of every row, as one array: the known work, doubled until it
-    reaches the work done (``knowledge.known_total``; doubling is exact in floats)."""
+    reaches the work done (``knowledge.known_total``; doubling is exact in floats). Only the
+    rows past their known work are computed (most jobs of a pass are within it)."""
+    over = np.flatnonzero(done > known)
+    out = known.copy()
+    if len(over):
+        out[over] = _doubled(known[over], done[over])
+    return out
+
+
+def _doubled(known: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``known_totals`` of rows whose work done exceeds their known work."""
     base = np.maximum(known, 1e-12)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = np.where(done > known, np.ceil(np.log2(done / base)), 0.0)
+    k = np.ceil(np.log2(done / base))
     total = base * np.exp2(np.maximum(k, 0.0))
     total = np.where(total < done, total * 2.0, total)  # log2's rounding near a power of two
     half = total / 2.0
-    total = np.where((half >= done) & (half >= base), half, total)
-    out: np.ndarray = np.where(done <= known, known, total)
+    out: np.ndarray = np.where((half >= done) & (half >= base), half, total)
     return out
 
 

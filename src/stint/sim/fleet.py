@@ -86,7 +86,10 @@ class _Member(Simulator):
 
     def waiting(self) -> list[JobStatus]:
         """The active jobs that hold no GPUs (``workers`` read directly: this runs over every
-        active job of every cluster at each global call)."""
+        active job of every cluster at each global call; none read where the engine counts no
+        job waiting)."""
+        if not self._waiting:
+            return []
         return [st for st in self._table.values() if not st.allocation.workers]
 
     def close(self, start: float, wall_s: float, cpu_s: float) -> RunResult:

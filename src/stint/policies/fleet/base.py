@@ -109,6 +109,34 @@ def copy_s(fleet: Fleet, job: FleetJob, src: int | None, dst: int, has_checkpoin
     return cost
 
 
+def link_gbps(fleet: Fleet) -> list[list[float]]:
+    """``fleet.bandwidth_gbps(a, b)`` of every pair of clusters, as rows by ``a``."""
+    n = len(fleet.clusters)
+    return [[fleet.bandwidth_gbps(a, b) for b in range(n)] for a in range(n)]
+
+
+def move_costs_s(fleet: Fleet, gbps: Sequence[Sequence[float]], job: FleetJob, src: int | None,
+                 has_checkpoint: bool) -> list[float]:
+    """``move_cost_s`` to every cluster, by index, the same floats (``gbps``: ``link_gbps(fleet)``),
+    for a scheduler that weighs every cluster for each job: one step per cluster, not four calls."""
+    moving = has_checkpoint and src is not None
+    ckpt_8, data_8, data = job.ckpt_gb * 8.0, job.data_gb * 8.0, job.data_cluster
+    from_src, from_data = gbps[src] if src is not None else (), gbps[data]
+    restart = fleet.checkpoint.restart_s
+    out = []
+    for dst in range(len(fleet.clusters)):
+        cost = 0.0
+        moved = moving and src != dst
+        if moved:
+            cost += ckpt_8 / from_src[dst]  # (``Fleet.transfer_s``: gb * 8.0 / gbps)
+        if dst != data:
+            cost += data_8 / from_data[dst]
+        if moved:
+            cost += restart
+        out.append(cost)
+    return out
+
+
 def fits(fleet: Fleet, state: ClusterState, job: FleetJob) -> bool:
     """The cluster is usable and the job is not larger than its GPUs up."""
     return state.available and job.gpus <= state.gpus

@@ -12,11 +12,11 @@ share to the snapshot's backlog so that one call does not herd jobs onto one clu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from stint.model.fleet import FleetJob
+from stint.model.fleet import Fleet, FleetJob
 from stint.model.job import Tier
-from stint.policies.fleet.base import FleetView, GlobalPlan, fits, move_cost_s
+from stint.policies.fleet.base import FleetView, GlobalPlan, link_gbps, move_costs_s
 
 TIER_FACTOR = {Tier.PREMIUM: 0.5, Tier.STANDARD: 1.0, Tier.BASIC: 2.0}
 
@@ -27,6 +27,7 @@ class Gain:
     period_s: float | None = 300.0
     margin_s: float = 600.0
     max_moves: int = 200
+    _links: tuple[Fleet, list[list[float]]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def plan(self, view: FleetView) -> GlobalPlan:
         plan = GlobalPlan()
@@ -60,12 +61,16 @@ class Gain:
     def _best(self, view: FleetView, job: FleetJob, at: int | None, ckpt: bool, assigned: list[int],
               backlog: list[float], exclude: int | None) -> tuple[int, float] | None:
         """The usable cluster with the least wait + cost, and that figure."""
+        if self._links is None or self._links[0] is not view.fleet:
+            self._links = (view.fleet, link_gbps(view.fleet))
+        costs = move_costs_s(view.fleet, self._links[1], job, at, ckpt)
+        need = job.gpus
         best: tuple[int, float] | None = None
         for c in view.clusters:
-            if c.index == exclude or not fits(view.fleet, c, job):
+            i = c.index
+            if i == exclude or not (c.available and need <= c.gpus):  # (``fits``)
                 continue
-            wait = c.expected_wait_s(job.gpus, assigned[c.index], backlog[c.index])
-            score = wait + move_cost_s(view.fleet, job, at, c.index, ckpt)
+            score = c.expected_wait_s(need, assigned[i], backlog[i]) + costs[i]
             if best is None or score < best[1]:
-                best = (c.index, score)
+                best = (i, score)
         return best
