@@ -294,14 +294,19 @@ def pg_schema(base: str) -> Iterator[str]:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def client_run(n: int, clients: int, root: Path, db_url: str, src: str | None,
-               tick: float) -> str:
-    """``n`` submissions from ``clients`` client processes to a fresh ``stint serve``."""
+def started_serve(root: Path, db_url: str, src: str | None, tick: float) -> tuple[ServeProc, str]:
+    """A fresh ``stint serve`` on ``db_url`` (from the tree ``src``, if given) and its admin token."""
     serve = ServeProc(root / "data", db_url, "--tick", str(tick))
     if src is not None:
         serve.env = {**os.environ, "PYTHONPATH": src}
     serve.start()
-    token = (serve.data_dir / "admin.token").read_text().strip()
+    return serve, (serve.data_dir / "admin.token").read_text().strip()
+
+
+def client_run(n: int, clients: int, root: Path, db_url: str, src: str | None,
+               tick: float) -> str:
+    """``n`` submissions from ``clients`` client processes to a fresh ``stint serve``."""
+    serve, token = started_serve(root, db_url, src, tick)
     assert serve.proc is not None
     try:
         run = drive(serve.port, token, serve.proc.pid, n, clients, root)
@@ -321,11 +326,7 @@ def client_run(n: int, clients: int, root: Path, db_url: str, src: str | None,
 def health_run(n: int, clients: int, root: Path, src: str | None, tick: float) -> str:
     """``GET /v1/health`` from ``clients`` client processes to ``stint serve`` (SQLite) and to
     the bare app, one after the other: rates, server CPU per request, and the ratio."""
-    serve = ServeProc(root / "data", f"sqlite:///{root / 'stint.db'}", "--tick", str(tick))
-    if src is not None:
-        serve.env = {**os.environ, "PYTHONPATH": src}
-    serve.start()
-    token = (serve.data_dir / "admin.token").read_text().strip()
+    serve, token = started_serve(root, f"sqlite:///{root / 'stint.db'}", src, tick)
     assert serve.proc is not None
     try:
         stint = drive(serve.port, token, serve.proc.pid, n, clients, root / "stint", "/v1/health")
