@@ -119,8 +119,8 @@ def main() -> None:
     workload = (args.sia / args.workload).resolve()
     both = [p for p in args.policies.split(",") if p]
     ours = [p for p in args.ours.split(",") if p and p not in both]
+    mine = run_stint(args.sia.resolve(), workload, both + ours)  # first: seconds, so a failure costs no Sia run
     theirs = {p: run_sia(args.sia.resolve(), args.python, workload, p) for p in both}
-    mine = run_stint(args.sia.resolve(), workload, both + ours)
     print(f"workload {args.workload}, cluster " + ", ".join(f"{k} {n} x {g}" for k, (n, g) in CLUSTER.items()))
     print(f"{'policy':12}{'metric':14}{'Sia':>10}{'stint':>10}{'stint/Sia':>11}")
     for p in both:
