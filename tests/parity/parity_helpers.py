@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from stint.model.allocation import Allocation
 from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.resources import Resources
@@ -109,7 +110,9 @@ def simulate(trace: Sequence[TraceJob], policy: str, options: Sequence[str],
 def run_live(trace: Sequence[TraceJob], policy: str, options: Sequence[str], nodes: int,
              gpus: int, store: Store, jobs_dir: Path, failures: Sequence[NodeFailure] = (),
              ps_nodes: int = 0) -> tuple[list[Event], list[str]]:
-    """The trace through the real controller; (the actions, the states the jobs ended in)."""
+    """The trace through the real controller; (the actions, the states the jobs ended in).
+    The tasks the controller launched must be where its actions put them: each job's attempts'
+    workers and PSs are, in order, the allocations its actions gave it."""
     store.epoch(0.0)  # the store's clock starts at the trace's 0, as the simulator's does
     specs = {s.job_id: s for s in specs_of(trace)}
     infos = parity_nodes(nodes, gpus, ps_nodes)
@@ -126,6 +129,8 @@ def run_live(trace: Sequence[TraceJob], policy: str, options: Sequence[str], nod
 
     replay(ctl, ex, alice, [(j.arrival_s, _submission(i, j)) for i, j in enumerate(trace)], record)
     states = [j.state for j in store.list_jobs(alice)]
+    enacted = [(job, Allocation(w, p)) for _, _, job, w, p in events if w]
+    assert sorted(ex.launched, key=lambda x: int(x[0])) == sorted(enacted, key=lambda x: int(x[0]))
     return sorted(events), states
 
 

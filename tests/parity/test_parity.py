@@ -32,7 +32,8 @@ TRACE = [
     TraceJob(30.0, 40.0, 1, 1, 1, ps=1),
     TraceJob(90.0, 20.0, 1, 1, 1),
 ]
-FAILURES = [NodeFailure(node=1, down_s=45.0, up_s=75.0)]  # its jobs stop; it holds nothing
+FAILURES = [NodeFailure(node=1, down_s=45.0, up_s=75.0),  # its jobs stop; it holds nothing
+            NodeFailure(node=2, down_s=280.0, up_s=290.0)]  # the PS node: its PSs' jobs stop
 NODES, GPUS, PS_NODES = 2, 2, 1
 # Parameters sized for a 4-GPU cluster and a trace of minutes (the same in both runs).
 OPTIONS = {

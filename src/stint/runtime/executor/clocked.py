@@ -46,6 +46,7 @@ class ClockedExecutor:
     done: dict[str, float] = field(default_factory=dict)  # job -> work done by ended attempts
     live: dict[str, _Attempt] = field(default_factory=dict)
     ended: list[JobExit] = field(default_factory=list)
+    launched: list[tuple[str, Allocation]] = field(default_factory=list)  # every attempt, in order
 
     def nodes(self) -> list[NodeInfo]:
         return list(self.node_infos) or [NodeInfo(f"node-{i}", s) for i, s in enumerate(self.node_slots)]
@@ -57,8 +58,9 @@ class ClockedExecutor:
             node, ps = int(x.node.removeprefix("node-")), x.env.get("STINT_ROLE") == "ps"
             counts[ps][node] = counts[ps].get(node, 0) + 1
         if w.job_id not in self.live:
-            self.live[w.job_id] = _Attempt(w.job_id, w.attempt, Allocation.of(counts[False], counts[True]),
-                                           self.now)
+            alloc = Allocation.of(counts[False], counts[True])
+            self.live[w.job_id] = _Attempt(w.job_id, w.attempt, alloc, self.now)
+            self.launched.append((w.job_id, alloc))
 
     def request_stop(self, job_id: str, grace_s: float = 0.0) -> None:
         if job_id in self.live:
