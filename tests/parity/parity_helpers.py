@@ -130,7 +130,8 @@ def run_live(trace: Sequence[TraceJob], policy: str, options: Sequence[str], nod
     replay(ctl, ex, alice, [(j.arrival_s, _submission(i, j)) for i, j in enumerate(trace)], record)
     states = [j.state for j in store.list_jobs(alice)]
     enacted = [(job, Allocation(w, p)) for _, _, job, w, p in events if w]
-    assert sorted(ex.launched, key=lambda x: int(x[0])) == sorted(enacted, key=lambda x: int(x[0]))
+    launched = sorted(ex.launched, key=lambda x: int(x[0]))  # (stable: each job's in order)
+    assert launched == sorted(enacted, key=lambda x: int(x[0])), "tasks launched elsewhere than enacted"
     return sorted(events), states
 
 

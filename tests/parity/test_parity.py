@@ -6,8 +6,9 @@ whose PS count may change, one rigid), a node that fails and comes back, and slo
 with slots of 10 s). The cluster has two GPU nodes of role "worker" and a CPU-only PS node with
 room for two PSs. Each policy runs through the simulator and through the real ``Controller`` on a
 real store; the ordered actions (time, kind, job, workers after, PSs after, with their nodes)
-must be the same. Policies that place no PSs run the PS jobs on their workers alone (the job's
-own worker 0 starts its servers), the same way on both sides.
+must be the same. The policies that place PSs (``PS_POLICIES``) must place some; the others run
+the PS jobs on their workers alone (the job's own worker 0 starts its servers), the same way on
+both sides.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ TRACE = [
 FAILURES = [NodeFailure(node=1, down_s=45.0, up_s=75.0),  # its jobs stop; it holds nothing
             NodeFailure(node=2, down_s=280.0, up_s=290.0)]  # the PS node: its PSs' jobs stop
 NODES, GPUS, PS_NODES = 2, 2, 1
+PS_POLICIES = {"oasis", "oasis-replan", "rrh", "dorm", "drf", "drf-ps", "fifo-fixed"}
 # Parameters sized for a 4-GPU cluster and a trace of minutes (the same in both runs).
 OPTIONS = {
     "oasis": ["slot_s=10", "horizon_slots=60"],
@@ -54,6 +56,7 @@ def test_live_controller_enacts_what_the_simulator_does(policy: str, store: Stor
     live, live_ended = run_live(TRACE, policy, opts, NODES, GPUS, store, tmp_path / "jobs",
                                 FAILURES, PS_NODES)
     assert sim, f"{policy} did nothing in simulation"
+    assert any(ps for *_, ps in sim) == (policy in PS_POLICIES)  # the trace exercises PS placement
     assert live == sim
     assert live_ended == sim_ended
     from stint.runtime.store import Caller
