@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stint.model.allocation import Allocation
-from stint.model.cluster import Cluster
 from stint.model.job import JobSpec
 from stint.model.resources import Resources
 from stint.model.utility import ConstantUtility
@@ -100,7 +99,7 @@ def simulate(trace: Sequence[TraceJob], policy: str, options: Sequence[str],
     def record(t: float, a: Action) -> None:
         events.append(_event(t, a))
 
-    cluster = Cluster(live_cluster(parity_nodes(nodes, gpus, ps_nodes)).nodes)
+    cluster = live_cluster(parity_nodes(nodes, gpus, ps_nodes))
     res = Simulator(cluster, specs_of(trace), make_with_options(policy, options), PERF,
                     CostModel.free(), failures=failures, on_action=record).run()
     ended = {r.job_id: "rejected" if r.rejected else "succeeded" for r in res.records}
