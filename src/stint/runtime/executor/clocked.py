@@ -4,7 +4,8 @@ For replaying a workload through the real ``Controller`` deterministically (the 
 simulated and live enactment, the forecast accuracy benchmark): an attempt progresses at
 ``perf.rate(spec, workers)`` from its launch; it succeeds when its work is done, checkpoints at
 once when asked to stop (its progress kept), and stops without a checkpoint when a node it runs
-on fails (``failures``). The caller moves ``now``.
+on fails (``failures``): one of its workers' or of its parameter servers' (tasks of role
+``STINT_ROLE=ps``, which hold no slot). The caller moves ``now``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from stint.sim.engine import NodeFailure
 class _Attempt:
     job_id: str
     attempt: int
-    workers: Allocation
+    allocation: Allocation  # its workers and parameter servers
     started: float
     stop: Outcome | None = None
 
@@ -38,22 +39,28 @@ class ClockedExecutor:
     specs: Mapping[str, JobSpec]
     perf: PerfModel
     failures: Sequence[NodeFailure] = ()
+    # The nodes with their roles, cores and memory (named ``node-<i>``); none: ``node_slots``'s
+    # plain nodes (role "any", cores and memory by their slots).
+    node_infos: Sequence[NodeInfo] = ()
     now: float = 0.0
     done: dict[str, float] = field(default_factory=dict)  # job -> work done by ended attempts
     live: dict[str, _Attempt] = field(default_factory=dict)
     ended: list[JobExit] = field(default_factory=list)
+    launched: list[tuple[str, Allocation]] = field(default_factory=list)  # every attempt, in order
 
     def nodes(self) -> list[NodeInfo]:
-        return [NodeInfo(f"node-{i}", s) for i, s in enumerate(self.node_slots)]
+        return list(self.node_infos) or [NodeInfo(f"node-{i}", s) for i, s in enumerate(self.node_slots)]
 
     def launch(self, workers: Sequence[WorkerLaunch]) -> None:
         w = workers[0]
-        counts: dict[int, int] = {}
+        counts: dict[bool, dict[int, int]] = {False: {}, True: {}}  # is a PS -> node -> tasks
         for x in workers:
-            node = int(x.node.removeprefix("node-"))
-            counts[node] = counts.get(node, 0) + 1
+            node, ps = int(x.node.removeprefix("node-")), x.env.get("STINT_ROLE") == "ps"
+            counts[ps][node] = counts[ps].get(node, 0) + 1
         if w.job_id not in self.live:
-            self.live[w.job_id] = _Attempt(w.job_id, w.attempt, Allocation.of(counts), self.now)
+            alloc = Allocation.of(counts[False], counts[True])
+            self.live[w.job_id] = _Attempt(w.job_id, w.attempt, alloc, self.now)
+            self.launched.append((w.job_id, alloc))
 
     def request_stop(self, job_id: str, grace_s: float = 0.0) -> None:
         if job_id in self.live:
@@ -68,7 +75,7 @@ class ClockedExecutor:
                          if f.down_s <= self.now < f.up_s)
 
     def _rate(self, a: _Attempt) -> float:
-        return self.perf.rate(self.specs[a.job_id], a.workers)
+        return self.perf.rate(self.specs[a.job_id], a.allocation)
 
     def finish_time(self, a: _Attempt) -> float:
         left = self.specs[a.job_id].work - self.done.get(a.job_id, 0.0)
@@ -84,7 +91,8 @@ class ClockedExecutor:
         out = []
         down = {int(n.removeprefix("node-")) for n in self.down_nodes()}
         for a in self.live.values():  # a node that fails stops its attempts (no checkpoint)
-            if a.stop is None and down & set(a.workers.nodes):
+            held = set(a.allocation.nodes) | {n for n, _ in a.allocation.ps}
+            if a.stop is None and down & held:
                 a.stop = Outcome.STOPPED
         for jid, a in list(self.live.items()):
             finish = self.finish_time(a)
@@ -93,8 +101,9 @@ class ClockedExecutor:
             self.done[jid] = self.done.get(jid, 0.0) + self._rate(a) * (min(finish, self.now) - a.started)
             outcome = Outcome.SUCCEEDED if a.stop is None else a.stop
             code = {Outcome.SUCCEEDED: 0, Outcome.CHECKPOINTED: 75}.get(outcome, -9)
-            out.append(JobExit(jid, a.attempt, outcome,
-                               {r: code for r in range(a.workers.num_workers)}, str(outcome), self.now))
+            tasks = a.allocation.num_workers + a.allocation.num_ps
+            out.append(JobExit(jid, a.attempt, outcome, {r: code for r in range(tasks)}, str(outcome),
+                               self.now))
             del self.live[jid]
         self.ended += out
         return out
