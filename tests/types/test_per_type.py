@@ -93,3 +93,15 @@ def test_a_premium_job_takes_gpus_only_from_jobs_of_its_own_type() -> None:
 def test_singularity_runs_per_type_and_type_blind_policies_are_repaired() -> None:
     assert isinstance(wrap(make("singularity"), two_type_cluster()), PerType)
     assert isinstance(wrap(make("tiresias"), two_type_cluster()), TypeBlind)
+
+
+def test_a_job_that_may_grow_past_one_types_gpus_runs_on_one_type() -> None:
+    """Up to 16 GPUs on a cluster of two 8-GPU types: singularity sizes it within its type's
+    group (its largest size there, 8), as a job larger than one type's nodes may be."""
+    cluster = two_type_cluster()
+    big = JobSpec("big", 0.0, 300.0, 4, 1, 16, tier=Tier.PREMIUM)
+    seen: list[tuple[float, Action]] = []
+    res = _sim(wrap(make("singularity"), cluster), [big], seen).run()
+    assert [r.completed for r in res.records] == [True]
+    assert seen and all(alloc_type(cluster, a.after) != "*mixed*" for _, a in seen if a.after)
+    assert max(a.after.num_workers for _, a in seen) <= 8

@@ -767,7 +767,9 @@ class Singularity(PolicyBase):
         per_node = self._per_node(view, spec.gpus_per_worker)
         counts = spec.feasible_counts()
         rate = view.perf.rate(spec, packed(spec.requested_workers, per_node))
-        top = view.perf.rate(spec, packed(counts[-1], per_node))
+        # its largest size the cluster holds (a type's group may hold fewer than it may use)
+        room = per_node * len(view.cluster.nodes)
+        top = view.perf.rate(spec, packed(max([c for c in counts if c <= room] or counts[:1]), per_node))
         ideal = st.known_work / rate if rate > 0 else math.inf
         due = deadline_s(spec.arrival_s, ideal, target, self.allowance_s) if target is not None else None
         c = self._const[st.job_id] = Constants(RANK[spec.tier], target, rate, top, ideal, due,
